@@ -1,0 +1,101 @@
+"""ttsim: a deterministic fake Tenstorrent device speaking the subset of ttnn the model uses.
+
+Import it where you would import ttnn: ``import ttsim as ttnn``. Names, signatures and
+defaults mirror ttnn 0.81.1 (checked by tests/test_conformance.py against the real
+package); what ttsim adds beyond ttnn is listed in :data:`EXTENSIONS`.
+"""
+
+from .api import (
+    GetNumAvailableDevices,
+    GetNumPCIeDevices,
+    begin_trace_capture,
+    close_device,
+    close_mesh_device,
+    end_trace_capture,
+    event_synchronize,
+    execute_trace,
+    open_device,
+    open_mesh_device,
+    record_event,
+    release_trace,
+    synchronize_device,
+    wait_for_event,
+)
+from .device import Event as MeshEvent
+from .device import MeshDevice, digest_state
+from .seed import DEFAULT_SEED, get_seed, set_seed
+from .tensor import (
+    ConcatMeshToTensor,
+    ReplicateTensorToMesh,
+    ShardTensorToMesh,
+    Tensor,
+    allocate_tensor_on_device,
+    copy_device_to_host_tensor,
+    copy_host_to_device_tensor,
+    deallocate,
+    from_device,
+    from_torch,
+    get_device_tensors,
+    to_device,
+    to_torch,
+)
+from .types import (
+    DRAM_MEMORY_CONFIG,
+    L1_MEMORY_CONFIG,
+    ROW_MAJOR_LAYOUT,
+    TILE_LAYOUT,
+    TILE_SIZE,
+    BufferType,
+    CoreCoord,
+    DataType,
+    Layout,
+    MathFidelity,
+    MemoryConfig,
+    MeshShape,
+    Shape,
+    TensorMemoryLayout,
+    TraceAllocationWarning,
+    TTFatal,
+    bfloat4_b,
+    bfloat8_b,
+    bfloat16,
+    float32,
+    int32,
+    uint32,
+)
+from .ops.data_movement import to_layout, typecast
+from .ops.eltwise import (
+    add,
+    divide,
+    eq,
+    exp,
+    log,
+    maximum,
+    multiply,
+    ne,
+    neg,
+    reciprocal,
+    relu,
+    rsqrt,
+    sigmoid,
+    silu,
+    softplus,
+    sqrt,
+    square,
+    subtract,
+    tanh,
+)
+from .ops.matmul import linear, matmul
+
+Device = MeshDevice
+
+#: Names ttsim exports that real ttnn 0.81.1 does not: simulation controls and debugging.
+EXTENSIONS = {
+    "DEFAULT_SEED": "the documented default of TTSIM_SEED",
+    "get_seed": "the seed in force (TTSIM_SEED or set_seed)",
+    "set_seed": "fix the seed for devices opened afterwards",
+    "digest_state": "SHA-256 of all device memory and counters, for determinism checks",
+    "TTFatal": "the exception type ttsim raises (ttnn raises RuntimeError; TTFatal subclasses it)",
+    "TraceAllocationWarning": "warning category for allocation while a trace is live (ttnn logs it)",
+    "EXTENSIONS": "this list",
+}

@@ -1,0 +1,170 @@
+"""Opening devices, synchronisation, events and traces: ttnn's module-level functions."""
+
+from __future__ import annotations
+
+import os
+
+from .device import DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, Event, MeshDevice
+from .types import MeshShape, TTFatal
+
+#: chips in the simulated system: the production host has two p150a cards
+NUM_CHIPS_DEFAULT = 2
+
+_open_chips: dict[int, MeshDevice] = {}
+
+
+def GetNumAvailableDevices() -> int:
+    value = os.environ.get("TTSIM_NUM_CHIPS", str(NUM_CHIPS_DEFAULT))
+    try:
+        n = int(value)
+    except ValueError:
+        raise TTFatal(f"TTSIM_NUM_CHIPS must be an int, got {value!r}") from None
+    return n
+
+
+def GetNumPCIeDevices() -> int:
+    return GetNumAvailableDevices()
+
+
+def _claim(chip_ids: list[int], what: str) -> None:
+    n = GetNumAvailableDevices()
+    for cid in chip_ids:
+        if not isinstance(cid, int) or not 0 <= cid < n:
+            raise TTFatal(f"{what}: device_id {cid!r} is out of range: the system has {n} chip(s) (num_chips > 0)")
+        if cid in _open_chips and not _open_chips[cid].closed:
+            raise TTFatal(f"{what}: device {cid} is already open in {_open_chips[cid]!r}")
+
+
+def _check_sizes(what: str, l1_small_size, trace_region_size, num_command_queues) -> None:
+    for name, value in (("l1_small_size", l1_small_size), ("trace_region_size", trace_region_size)):
+        if not isinstance(value, int) or value < 0:
+            raise TTFatal(f"{what}: {name} must be a non-negative int, got {value!r}")
+    if num_command_queues not in (1, 2):
+        raise TTFatal(f"{what}: num_command_queues must be 1 or 2, got {num_command_queues!r}")
+
+
+def open_device(
+    *,
+    device_id: int,
+    l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
+    trace_region_size: int = DEFAULT_TRACE_REGION_SIZE,
+    dispatch_core_config=None,
+    worker_l1_size: int | None = None,
+    num_command_queues: int = 1,
+) -> MeshDevice:
+    """Open one chip (a 1x1 mesh)."""
+    _check_sizes("open_device", l1_small_size, trace_region_size, num_command_queues)
+    _claim([device_id], "open_device")
+    dev = MeshDevice(MeshShape(1, 1), [device_id], l1_small_size=l1_small_size,
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+    _open_chips[device_id] = dev
+    return dev
+
+
+def close_device(device: MeshDevice) -> None:
+    _close(device, "close_device")
+
+
+def open_mesh_device(
+    mesh_shape: MeshShape | None = None,
+    *,
+    l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
+    trace_region_size: int = DEFAULT_TRACE_REGION_SIZE,
+    num_command_queues: int = 1,
+    dispatch_core_config=None,
+    offset=None,
+    physical_device_ids: list[int] | None = None,
+    worker_l1_size: int | None = None,
+) -> MeshDevice:
+    """Open a rows x cols mesh of chips (production: MeshShape(1, 2))."""
+    if mesh_shape is None:
+        mesh_shape = MeshShape(1, GetNumAvailableDevices())
+    if isinstance(mesh_shape, (tuple, list)):
+        mesh_shape = MeshShape(*mesh_shape)
+    if not isinstance(mesh_shape, MeshShape):
+        raise TTFatal(f"open_mesh_device: mesh_shape must be a MeshShape, got {mesh_shape!r}")
+    _check_sizes("open_mesh_device", l1_small_size, trace_region_size, num_command_queues)
+    n = mesh_shape.mesh_size()
+    available = GetNumAvailableDevices()
+    if physical_device_ids is None:
+        if n > available:
+            raise TTFatal(
+                f"open_mesh_device: requested {mesh_shape!r} ({n} chips) but the system has {available}"
+            )
+        physical_device_ids = list(range(n))
+    elif len(physical_device_ids) != n:
+        raise TTFatal(
+            f"open_mesh_device: {mesh_shape!r} needs {n} physical_device_ids, got {physical_device_ids!r}"
+        )
+    _claim(list(physical_device_ids), "open_mesh_device")
+    dev = MeshDevice(mesh_shape, list(physical_device_ids), l1_small_size=l1_small_size,
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+    for cid in physical_device_ids:
+        _open_chips[cid] = dev
+    return dev
+
+
+def close_mesh_device(mesh_device: MeshDevice) -> None:
+    _close(mesh_device, "close_mesh_device")
+
+
+def _close(device: MeshDevice, what: str) -> None:
+    if not isinstance(device, MeshDevice):
+        raise TTFatal(f"{what}: expected a MeshDevice, got {type(device).__name__}")
+    device.close()
+    for cid in device.get_device_ids():
+        if _open_chips.get(cid) is device:
+            del _open_chips[cid]
+
+
+def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_ids=None) -> None:
+    """Block until the device has executed everything enqueued (on ``cq_id``, or all queues)."""
+    _device(device, "synchronize_device")
+    if cq_id is not None:
+        device.check_cq(cq_id, "synchronize_device")
+    device.finish(cq_id)
+
+
+def record_event(mesh_device: MeshDevice, cq_id: int, sub_device_ids=None) -> Event:
+    _device(mesh_device, "record_event").check_cq(cq_id, "record_event")
+    return mesh_device.record_event(cq_id)
+
+
+def wait_for_event(cq_id: int, event: Event) -> None:
+    """Make queue ``cq_id`` of the event's device wait until ``event`` has completed."""
+    if not isinstance(event, Event):
+        raise TTFatal(f"wait_for_event: expected an event from record_event, got {event!r}")
+    event.device.check_cq(cq_id, "wait_for_event")
+    event.device.wait_for_event(cq_id, event)
+
+
+def event_synchronize(event: Event) -> None:
+    """Block the host until ``event`` has completed."""
+    if not isinstance(event, Event):
+        raise TTFatal(f"event_synchronize: expected an event from record_event, got {event!r}")
+    event.device.run_until(lambda: event.done)
+
+
+def begin_trace_capture(mesh_device: MeshDevice, cq_id: int = 0) -> int:
+    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(cq_id)
+
+
+def end_trace_capture(mesh_device: MeshDevice, trace_id: int, cq_id: int = 0) -> None:
+    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, cq_id)
+
+
+def execute_trace(mesh_device: MeshDevice, trace_id: int, cq_id: int = 0, blocking: bool = True) -> None:
+    dev = _device(mesh_device, "execute_trace")
+    dev.check_cq(cq_id, "execute_trace")
+    dev.execute_trace(trace_id, cq_id, blocking)
+
+
+def release_trace(mesh_device: MeshDevice, trace_id: int) -> None:
+    _device(mesh_device, "release_trace").release_trace(trace_id)
+
+
+def _device(device, what: str) -> MeshDevice:
+    if not isinstance(device, MeshDevice):
+        raise TTFatal(f"{what}: expected a MeshDevice, got {type(device).__name__}")
+    device.check_open(what)
+    return device

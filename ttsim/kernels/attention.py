@@ -1,0 +1,575 @@
+"""Attention kernels of ttsim: pure torch functions on plain torch tensors.
+
+The device layer (``ttsim.ops``) wraps these; nothing here knows about ttsim tensors,
+devices, layouts or dtypes beyond torch's.
+
+Conventions (shared by every function in this module)
+-----------------------------------------------------
+* Inputs may be any floating dtype (bf16 storage on the card); every kernel computes in
+  float32 and returns float32. Rounding to the output dtype is the device layer's job.
+* Layouts follow ttnn: prefill ``q [b, nqh, Sq, d]``, ``k``/``v`` ``[b, nkv, Sk, d]``;
+  decode ``q [1, b, nqh, d]``; paged caches ``[num_blocks, nkv, block_size, d]`` with a
+  ``page_table [b, max_pages]`` of block ids (virtual position ``p`` of row ``r`` lives
+  in block ``page_table[r, p // block_size]`` at offset ``p % block_size``).
+* GQA: ``nqh % nkv == 0``; query head ``h`` uses kv head ``h // (nqh // nkv)``. The
+  kernels never repeat K/V: q is regrouped to ``[b * nkv, Sq * group, d]`` (rows ordered
+  by position, then by head within the group) so one batched matmul serves a whole group.
+* ``scale``: multiplies q (in float32) before ``q @ k^T``; ``None`` means ``1/sqrt(d)``.
+* Causal with an offset: query row ``i`` sits at absolute position ``q_offset + i`` and
+  sees keys ``j <= q_offset + i`` (bottom-right style alignment; torch's
+  ``is_causal=True`` is top-left aligned and wrong for offset chunks, so it is not used).
+* Masking: ``attn_mask`` is ADDITIVE (``[b or 1, nqh or 1, Sq, Sk]``); ``-inf`` masks a
+  key out, finite values are biases. A query row that sees no key at all (every score
+  ``-inf`` after the causal and additive masks, or ``Sk == 0``) is FULLY MASKED and its
+  output is exactly 0.0 in every element -- never NaN. NaN in the inputs propagates.
+
+Kernels
+-------
+* :func:`sdpa_streaming` -- online softmax over KV chunks of ``k_chunk_size`` (running
+  max ``m``, running sum ``l``, accumulator rescaled by ``exp(m_old - m_new)``); the
+  largest score buffer is ``(nqh/nkv * q_chunk_size) x k_chunk_size`` per kv head, never
+  ``Sq x Sk``; with ``is_causal`` KV chunks entirely above the diagonal are skipped.
+* :func:`sdpa_legacy` -- softmax materialised per query chunk
+  (``q_chunk_size x visible keys`` scores).
+* :func:`chunked_sdpa_paged` -- chunked prefill against a paged cache.
+* :func:`paged_sdpa_decode` -- one query token per batch row against a paged cache;
+  rows whose position is -1 are skipped (their ``out`` rows are left untouched).
+* :func:`paged_update_cache` / :func:`paged_fill_cache` -- in-place paged cache writes.
+
+Bounds: a position whose page index is beyond the page table, or whose block id is not
+a block of the cache, raises ``IndexError`` naming the batch row and position (a real card
+would read or write out of range; the fake refuses). Cache writes validate every row
+before writing anything, so a refused call leaves the cache untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Union
+
+import torch
+
+__all__ = [
+    "SKIP_POSITION",
+    "sdpa_streaming",
+    "sdpa_legacy",
+    "chunked_sdpa_paged",
+    "paged_sdpa_decode",
+    "paged_update_cache",
+    "paged_fill_cache",
+]
+
+#: The position value that marks an inactive decode row / skipped cache update.
+SKIP_POSITION = -1
+
+_F32 = torch.float32
+_NEG_INF = float("-inf")
+
+IntSeq = Union[torch.Tensor, Sequence[int]]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _resolve_scale(scale: Optional[float], d: int) -> float:
+    return 1.0 / math.sqrt(d) if scale is None else float(scale)
+
+
+def _check_float(name: str, t: torch.Tensor) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating tensor, got {t.dtype}")
+
+
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_float(name, t)
+        if t.dim() != 4:
+            raise ValueError(f"{name} must be 4-D [b, heads, seq, d], got shape {tuple(t.shape)}")
+    b, nqh, sq, d = q.shape
+    bk, nkv, sk, dk = k.shape
+    if bk != b or v.shape[0] != b:
+        raise ValueError(f"batch mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    if dk != d:
+        raise ValueError(f"head dim mismatch: q d={d}, k d={dk}")
+    if tuple(v.shape[:3]) != (b, nkv, sk):
+        raise ValueError(f"v shape {tuple(v.shape)} does not match k shape {tuple(k.shape)}")
+    if nkv == 0 or nqh % nkv != 0:
+        raise ValueError(f"GQA needs nqh % nkv == 0, got nqh={nqh}, nkv={nkv}")
+    return b, nqh, nkv, sq, sk, d, v.shape[3]
+
+
+def _check_mask(attn_mask: torch.Tensor, b: int, nqh: int, sq: int, sk: int) -> None:
+    _check_float("attn_mask", attn_mask)
+    shp = tuple(attn_mask.shape)
+    if (
+        len(shp) != 4
+        or shp[0] not in (1, b)
+        or shp[1] not in (1, nqh)
+        or shp[2] != sq
+        or shp[3] != sk
+    ):
+        raise ValueError(f"attn_mask must be [{b} or 1, {nqh} or 1, {sq}, {sk}], got {shp}")
+
+
+def _group_q(q: torch.Tensor, nkv: int, scale: float) -> torch.Tensor:
+    """``[b, nqh, Sq, d]`` -> float32 ``[b*nkv, Sq*group, d]`` scaled by ``scale``.
+
+    Row ``i*group + j`` of kv head ``h`` is query position ``i`` of query head
+    ``h*group + j``: a q chunk of positions ``[qs, qe)`` is the contiguous row range
+    ``[qs*group, qe*group)``.
+    """
+    b, nqh, sq, d = q.shape
+    g = nqh // nkv
+    out = torch.empty((b, nkv, sq, g, d), dtype=_F32)
+    out.copy_(q.view(b, nkv, g, sq, d).permute(0, 1, 3, 2, 4))
+    out.mul_(scale)
+    return out.view(b * nkv, sq * g, d)
+
+
+def _ungroup_out(o: torch.Tensor, b: int, nkv: int, g: int, sq: int) -> torch.Tensor:
+    """Inverse of :func:`_group_q` for the output: -> ``[b, nqh, Sq, dv]`` float32."""
+    dv = o.shape[-1]
+    return o.view(b, nkv, sq, g, dv).permute(0, 1, 3, 2, 4).reshape(b, nkv * g, sq, dv)
+
+
+def _kv_f32(t: torch.Tensor) -> torch.Tensor:
+    b, h, s, d = t.shape
+    return t.to(_F32).reshape(b * h, s, d)
+
+
+def _mask_block(attn_mask, nkv, g, qs, qe, ks, ke) -> torch.Tensor:
+    """Slice of the additive mask shaped to broadcast against scores viewed as
+    ``[b, nkv, qc, g, kc]``."""
+    blk = attn_mask[:, :, qs:qe, ks:ke]
+    if attn_mask.shape[1] == 1:
+        return blk.unsqueeze(3)  # [mb, 1, qc, 1, kc]
+    return blk.unflatten(1, (nkv, g)).permute(0, 1, 3, 2, 4)  # [mb, nkv, qc, g, kc]
+
+
+def _apply_masks(s, *, b, nkv, g, qs, qe, ks, ke, causal, q_offset, attn_mask) -> bool:
+    """Add the additive mask and apply the causal mask to a score block ``s``
+    (``[b*nkv, (qe-qs)*g, ke-ks]``, in place). Returns True if any -inf may have been
+    introduced (so rows may be fully masked)."""
+    qc, kc = qe - qs, ke - ks
+    masked = False
+    if attn_mask is not None:
+        s.view(b, nkv, qc, g, kc).add_(_mask_block(attn_mask, nkv, g, qs, qe, ks, ke))
+        masked = True
+    # Causal: the block needs masking only if its last key is beyond the first row's
+    # position (q_offset + qs).
+    if causal and ke - 1 > q_offset + qs:
+        qpos = torch.arange(q_offset + qs, q_offset + qe).view(qc, 1, 1)
+        kpos = torch.arange(ks, ke).view(1, 1, kc)
+        s.view(b * nkv, qc, g, kc).masked_fill_(kpos > qpos, _NEG_INF)
+        masked = True
+    return masked
+
+
+def _causal_key_end(sk: int, causal: bool, q_offset: int, qe: int) -> int:
+    """Number of keys (from 0) any row of the q chunk ending at ``qe`` may see."""
+    return min(sk, q_offset + qe) if causal else sk
+
+
+def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask):
+    dims = _check_qkv(q, k, v)
+    b, nqh, nkv, sq, sk, d, dv = dims
+    _positive_int("q_chunk_size", q_chunk_size)
+    _positive_int("k_chunk_size", k_chunk_size)
+    if isinstance(q_offset, bool) or not isinstance(q_offset, int) or q_offset < 0:
+        raise ValueError(f"q_offset must be a non-negative int, got {q_offset!r}")
+    if attn_mask is not None:
+        _check_mask(attn_mask, b, nqh, sq, sk)
+    return dims, _resolve_scale(scale, d)
+
+
+# ----------------------------------------------------------------------------- cores
+
+
+def _streaming_core(qg, kf, vf, *, b, nkv, g, sq, causal, q_offset, attn_mask, q_chunk, k_chunk):
+    """Online-softmax attention on grouped tensors. Returns ``[b*nkv, sq*g, dv]`` f32."""
+    bb, _, d = qg.shape
+    sk, dv = kf.shape[1], vf.shape[2]
+    out = torch.empty((bb, sq * g, dv), dtype=_F32)
+    kT = kf.transpose(1, 2)  # view [bb, d, sk]
+    for qs in range(0, sq, q_chunk):
+        qe = min(sq, qs + q_chunk)
+        rows = (qe - qs) * g
+        qb = qg[:, qs * g : qe * g]
+        m = torch.full((bb, rows), _NEG_INF, dtype=_F32)  # running max
+        l = torch.zeros((bb, rows), dtype=_F32)  # running sum
+        acc = torch.zeros((bb, rows, dv), dtype=_F32)  # unnormalised output
+        may_be_masked = False
+        # KV chunks entirely above the diagonal (ks >= q_offset + qe) are never visited.
+        for ks in range(0, _causal_key_end(sk, causal, q_offset, qe), k_chunk):
+            ke = min(sk, ks + k_chunk)
+            s = torch.bmm(qb, kT[:, :, ks:ke])  # the only score buffer: [bb, rows, kc]
+            may_be_masked |= _apply_masks(
+                s, b=b, nkv=nkv, g=g, qs=qs, qe=qe, ks=ks, ke=ke,
+                causal=causal, q_offset=q_offset, attn_mask=attn_mask,
+            )
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            m_sub = m_new
+            if may_be_masked:
+                # A row that has seen only -inf so far keeps m = -inf; subtracting 0
+                # instead gives exp(-inf) = 0 rather than exp(-inf - -inf) = NaN.
+                m_sub = m_new.masked_fill(m_new == _NEG_INF, 0.0)
+            alpha = torch.exp(m - m_sub)  # exp(m_old - m_new); 0 on the first chunk
+            s.sub_(m_sub.unsqueeze(-1)).exp_()  # p = exp(s - m_new), in place
+            l.mul_(alpha).add_(s.sum(dim=-1))
+            acc.mul_(alpha.unsqueeze(-1)).baddbmm_(s, vf[:, ks:ke])
+            m = m_new
+        # Fully masked rows have l == 0 and acc == 0: divide by 1 to return 0.
+        l.masked_fill_(l == 0, 1.0)
+        torch.div(acc, l.unsqueeze(-1), out=out[:, qs * g : qe * g])
+    return out
+
+
+def _legacy_core(qg, kf, vf, *, b, nkv, g, sq, causal, q_offset, attn_mask, q_chunk):
+    """Materialised softmax per q chunk. Returns ``[b*nkv, sq*g, dv]`` f32."""
+    bb, _, d = qg.shape
+    sk, dv = kf.shape[1], vf.shape[2]
+    out = torch.empty((bb, sq * g, dv), dtype=_F32)
+    kT = kf.transpose(1, 2)
+    for qs in range(0, sq, q_chunk):
+        qe = min(sq, qs + q_chunk)
+        dst = out[:, qs * g : qe * g]
+        ke = _causal_key_end(sk, causal, q_offset, qe)
+        if ke == 0:
+            dst.zero_()
+            continue
+        s = torch.bmm(qg[:, qs * g : qe * g], kT[:, :, :ke])  # [bb, rows, ke]
+        masked = _apply_masks(
+            s, b=b, nkv=nkv, g=g, qs=qs, qe=qe, ks=0, ke=ke,
+            causal=causal, q_offset=q_offset, attn_mask=attn_mask,
+        )
+        dead = (s.amax(dim=-1, keepdim=True) == _NEG_INF) if masked else None
+        p = torch.softmax(s, dim=-1)
+        del s
+        torch.bmm(p, vf[:, :ke], out=dst)
+        if dead is not None:
+            dst.masked_fill_(dead, 0.0)  # softmax of an all -inf row is NaN: define 0
+    return out
+
+
+def _run(core, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size):
+    (b, nqh, nkv, sq, sk, d, dv), scale = _validate_common(
+        q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask
+    )
+    g = nqh // nkv
+    qg = _group_q(q, nkv, scale)
+    kf, vf = _kv_f32(k), _kv_f32(v)
+    kw = dict(b=b, nkv=nkv, g=g, sq=sq, causal=bool(is_causal), q_offset=q_offset,
+              attn_mask=attn_mask, q_chunk=q_chunk_size)
+    if core is _streaming_core:
+        kw["k_chunk"] = k_chunk_size
+    o = core(qg, kf, vf, **kw)
+    return _ungroup_out(o, b, nkv, g, sq)
+
+
+# ----------------------------------------------------------------------------- public
+
+
+def sdpa_streaming(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: Optional[float],
+    is_causal: bool,
+    attn_mask: Optional[torch.Tensor] = None,
+    q_offset: int = 0,
+    q_chunk_size: int,
+    k_chunk_size: int,
+) -> torch.Tensor:
+    """Streaming (flash-style) SDPA: online softmax over KV chunks of ``k_chunk_size``.
+
+    ``q [b, nqh, Sq, d]``, ``k``/``v`` ``[b, nkv, Sk, d]`` -> float32 ``[b, nqh, Sq, dv]``.
+    For each q chunk the running max ``m``, running sum ``l`` and accumulator are updated
+    chunk by chunk, the accumulator rescaled by ``exp(m_old - m_new)``; only
+    ``(group*q_chunk) x k_chunk`` score blocks exist. With ``is_causal`` (row ``i`` at
+    absolute position ``q_offset + i``) chunks entirely above the diagonal are skipped.
+    Fully masked rows return 0.
+    """
+    return _run(_streaming_core, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
+                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+
+
+def sdpa_legacy(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    scale: Optional[float],
+    is_causal: bool,
+    attn_mask: Optional[torch.Tensor] = None,
+    q_offset: int = 0,
+    q_chunk_size: int,
+    k_chunk_size: int,
+) -> torch.Tensor:
+    """Legacy SDPA: per q chunk the full ``(group*q_chunk) x visible-keys`` score matrix is
+    materialised and soft-maxed in one go. Same signature and semantics as
+    :func:`sdpa_streaming`; ``k_chunk_size`` is validated but does not change the math."""
+    return _run(_legacy_core, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
+                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+
+
+# ----------------------------------------------------------------------------- paged
+
+
+def _as_int_list(name: str, t: IntSeq) -> list:
+    if isinstance(t, torch.Tensor):
+        if t.is_floating_point() or t.is_complex():
+            raise TypeError(f"{name} must be an integer tensor, got {t.dtype}")
+        return [int(x) for x in t.reshape(-1).tolist()]
+    return [int(x) for x in t]
+
+
+def _page_table_rows(page_table: torch.Tensor) -> list:
+    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
+        raise ValueError("page_table must be a 2-D integer tensor [b, max_pages]")
+    if page_table.is_floating_point():
+        raise TypeError(f"page_table must be an integer tensor, got {page_table.dtype}")
+    return page_table.tolist()
+
+
+def _check_cache(name: str, cache: torch.Tensor) -> None:
+    _check_float(name, cache)
+    if cache.dim() != 4:
+        raise ValueError(f"{name} must be [num_blocks, nkv, block_size, d], got {tuple(cache.shape)}")
+
+
+def _block_of(pt_row: list, row: int, pos: int, block_size: int, num_blocks: int) -> int:
+    """Block id holding virtual position ``pos`` of batch row ``row``; IndexError if out of
+    range of the page table or of the cache."""
+    if pos < 0:
+        raise IndexError(f"batch row {row}: position {pos} is negative (only {SKIP_POSITION} means skip)")
+    page = pos // block_size
+    if page >= len(pt_row):
+        raise IndexError(
+            f"batch row {row}: position {pos} is in page {page}, beyond the page table's "
+            f"{len(pt_row)} pages (block_size {block_size})"
+        )
+    blk = int(pt_row[page])
+    if not 0 <= blk < num_blocks:
+        raise IndexError(
+            f"batch row {row}: position {pos} maps to block {blk} (page_table[{row}, {page}]), "
+            f"outside the cache's {num_blocks} blocks"
+        )
+    return blk
+
+
+def _pages_for(pt_row: list, row: int, length: int, block_size: int, num_blocks: int) -> list:
+    """Validated block ids covering positions ``0 .. length-1`` of one batch row."""
+    n_pages = -(-length // block_size)
+    if n_pages > len(pt_row):
+        first_bad = len(pt_row) * block_size
+        _block_of(pt_row, row, first_bad, block_size, num_blocks)  # raises with the message
+    return [_block_of(pt_row, row, p * block_size, block_size, num_blocks) for p in range(n_pages)]
+
+
+def _gather(cache: torch.Tensor, blocks: list, length: int) -> torch.Tensor:
+    """Contiguous ``[nkv, length, d]`` view of the paged positions 0..length-1."""
+    nb, nkv, bs, d = cache.shape
+    if not blocks:
+        return cache.new_empty((nkv, 0, d))
+    sel = cache[torch.tensor(blocks, dtype=torch.long)]  # [pages, nkv, bs, d]
+    return sel.permute(1, 0, 2, 3).reshape(nkv, len(blocks) * bs, d)[:, :length]
+
+
+def chunked_sdpa_paged(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    chunk_start_idx: int,
+    *,
+    scale: Optional[float],
+    q_chunk_size: int,
+    k_chunk_size: int,
+    streaming: bool,
+) -> torch.Tensor:
+    """Chunked-prefill attention against a paged K/V cache.
+
+    ``q [b, nqh, Sq, d]`` holds the queries at absolute positions
+    ``chunk_start_idx .. chunk_start_idx + Sq - 1``; keys/values ``0 .. chunk_start_idx +
+    Sq - 1`` of each row are read through ``page_table [b, max_pages]`` from
+    ``k_cache``/``v_cache`` ``[num_blocks, nkv, block_size, d]``; causal with offset.
+    ``chunk_start_idx`` must be a multiple of both chunk sizes (ttnn requires it).
+    ``streaming`` selects :func:`sdpa_streaming` or :func:`sdpa_legacy` math.
+    Returns float32 ``[b, nqh, Sq, dv]``.
+    """
+    _positive_int("q_chunk_size", q_chunk_size)
+    _positive_int("k_chunk_size", k_chunk_size)
+    if isinstance(chunk_start_idx, torch.Tensor):
+        chunk_start_idx = int(chunk_start_idx.item())
+    if isinstance(chunk_start_idx, bool) or not isinstance(chunk_start_idx, int) or chunk_start_idx < 0:
+        raise ValueError(f"chunk_start_idx must be a non-negative int, got {chunk_start_idx!r}")
+    if chunk_start_idx % q_chunk_size or chunk_start_idx % k_chunk_size:
+        raise ValueError(
+            f"chunk_start_idx={chunk_start_idx} must be a multiple of q_chunk_size={q_chunk_size} "
+            f"and k_chunk_size={k_chunk_size}"
+        )
+    _check_float("q", q)
+    _check_cache("k_cache", k_cache)
+    _check_cache("v_cache", v_cache)
+    if q.dim() != 4:
+        raise ValueError(f"q must be [b, nqh, Sq, d], got {tuple(q.shape)}")
+    if tuple(v_cache.shape[:3]) != tuple(k_cache.shape[:3]):
+        raise ValueError(f"v_cache {tuple(v_cache.shape)} does not match k_cache {tuple(k_cache.shape)}")
+    b, _, sq, _ = q.shape
+    rows = _page_table_rows(page_table)
+    if len(rows) < b:
+        raise ValueError(f"page_table has {len(rows)} rows, q has batch {b}")
+    nb, _, bs, _ = k_cache.shape
+    length = chunk_start_idx + sq
+    ks, vs = [], []
+    for r in range(b):
+        blocks = _pages_for(rows[r], r, length, bs, nb)
+        ks.append(_gather(k_cache, blocks, length))
+        vs.append(_gather(v_cache, blocks, length))
+    k = torch.stack(ks) if b else k_cache.new_empty((0, k_cache.shape[1], length, k_cache.shape[3]))
+    v = torch.stack(vs) if b else v_cache.new_empty((0, v_cache.shape[1], length, v_cache.shape[3]))
+    fn = sdpa_streaming if streaming else sdpa_legacy
+    return fn(q, k, v, scale=scale, is_causal=True, q_offset=chunk_start_idx,
+              q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+
+
+def paged_sdpa_decode(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    page_table: torch.Tensor,
+    cur_pos: IntSeq,
+    *,
+    scale: Optional[float],
+    k_chunk_size: int,
+    streaming: bool = True,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Paged decode attention: one query token per batch row.
+
+    ``q [1, b, nqh, d]``; row ``r`` attends keys ``0 .. cur_pos[r]`` inclusive of its pages.
+    Rows with ``cur_pos == -1`` are skipped: their rows of ``out`` are not written at all
+    (left exactly as given). Results are written into ``out`` (``[1, b, nqh, dv]``, any
+    float dtype: values are cast to it) and ``out`` is returned; if ``out`` is None a
+    float32 zero tensor is allocated (skipped rows are then 0). Any other negative or
+    out-of-range position raises IndexError naming the row (a card would read garbage).
+    """
+    _positive_int("k_chunk_size", k_chunk_size)
+    _check_float("q", q)
+    _check_cache("k_cache", k_cache)
+    _check_cache("v_cache", v_cache)
+    if q.dim() != 4 or q.shape[0] != 1:
+        raise ValueError(f"decode q must be [1, b, nqh, d], got {tuple(q.shape)}")
+    if tuple(v_cache.shape[:3]) != tuple(k_cache.shape[:3]):
+        raise ValueError(f"v_cache {tuple(v_cache.shape)} does not match k_cache {tuple(k_cache.shape)}")
+    _, b, nqh, d = q.shape
+    nb, nkv, bs, _ = k_cache.shape
+    dv = v_cache.shape[3]
+    pos = _as_int_list("cur_pos", cur_pos)
+    if len(pos) != b:
+        raise ValueError(f"cur_pos has {len(pos)} entries, q has batch {b}")
+    rows = _page_table_rows(page_table)
+    if out is None:
+        out = torch.zeros((1, b, nqh, dv), dtype=_F32)
+    elif tuple(out.shape) != (1, b, nqh, dv):
+        raise ValueError(f"out must be [1, {b}, {nqh}, {dv}], got {tuple(out.shape)}")
+    # Validate every active row before computing anything.
+    plan = []
+    for r, p in enumerate(pos):
+        if p == SKIP_POSITION:
+            continue
+        if r >= len(rows):
+            raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+        _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
+        plan.append((r, _pages_for(rows[r], r, p + 1, bs, nb), p + 1))
+    fn = sdpa_streaming if streaming else sdpa_legacy
+    for r, blocks, length in plan:
+        k = _gather(k_cache, blocks, length).unsqueeze(0)  # [1, nkv, L, d]
+        v = _gather(v_cache, blocks, length).unsqueeze(0)
+        qr = q[0, r].reshape(1, nqh, 1, d)
+        o = fn(qr, k, v, scale=scale, is_causal=False, q_chunk_size=1, k_chunk_size=k_chunk_size)
+        out[0, r].copy_(o[0, :, 0, :])
+    return out
+
+
+def paged_update_cache(
+    cache: torch.Tensor,
+    x: torch.Tensor,
+    update_idxs: IntSeq,
+    page_table: torch.Tensor,
+) -> torch.Tensor:
+    """Write one new token per batch row into a paged cache, in place.
+
+    ``x [1, b, nkv, d]``: ``x[0, r]`` goes to virtual position ``update_idxs[r]`` of row
+    ``r`` (block ``page_table[r, pos // block_size]``, offset ``pos % block_size``), cast
+    to the cache dtype. Rows with index -1 are skipped. All rows are validated first
+    (IndexError naming row and position); rows are then written in row order, so if two
+    rows address the same slot the later row wins. Returns ``cache``.
+    """
+    _check_cache("cache", cache)
+    _check_float("x", x)
+    nb, nkv, bs, d = cache.shape
+    if x.dim() != 4 or x.shape[0] != 1 or x.shape[2] != nkv or x.shape[3] != d:
+        raise ValueError(f"x must be [1, b, {nkv}, {d}], got {tuple(x.shape)}")
+    b = x.shape[1]
+    idxs = _as_int_list("update_idxs", update_idxs)
+    if len(idxs) != b:
+        raise ValueError(f"update_idxs has {len(idxs)} entries, x has batch {b}")
+    rows = _page_table_rows(page_table)
+    plan = []
+    for r, p in enumerate(idxs):
+        if p == SKIP_POSITION:
+            continue
+        if r >= len(rows):
+            raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+        plan.append((r, _block_of(rows[r], r, p, bs, nb), p % bs))
+    for r, blk, off in plan:
+        cache[blk, :, off, :].copy_(x[0, r])
+    return cache
+
+
+def paged_fill_cache(
+    cache: torch.Tensor,
+    x: torch.Tensor,
+    page_table_row_or_table: torch.Tensor,
+    batch_idx: int,
+) -> torch.Tensor:
+    """Fill positions ``0 .. S-1`` of batch row ``batch_idx`` from ``x [1, nkv, S, d]``.
+
+    ``page_table_row_or_table`` is either the full ``[b, max_pages]`` table (row
+    ``batch_idx`` is used) or one row ``[max_pages]``. Validates first (IndexError naming
+    the row and the first position beyond the page table), then writes in place; slots of
+    the last page past ``S`` are left untouched. Returns ``cache``.
+    """
+    _check_cache("cache", cache)
+    _check_float("x", x)
+    nb, nkv, bs, d = cache.shape
+    if x.dim() != 4 or x.shape[0] != 1 or x.shape[1] != nkv or x.shape[3] != d:
+        raise ValueError(f"x must be [1, {nkv}, S, {d}], got {tuple(x.shape)}")
+    pt = page_table_row_or_table
+    if not isinstance(pt, torch.Tensor) or pt.is_floating_point():
+        raise TypeError("page table must be an integer tensor")
+    if pt.dim() == 2:
+        if not 0 <= batch_idx < pt.shape[0]:
+            raise IndexError(f"batch_idx {batch_idx} outside the page table's {pt.shape[0]} rows")
+        row = pt[batch_idx].tolist()
+    elif pt.dim() == 1:
+        row = pt.tolist()
+    else:
+        raise ValueError(f"page table must be 1-D or 2-D, got shape {tuple(pt.shape)}")
+    s = x.shape[2]
+    blocks = _pages_for(row, batch_idx, s, bs, nb)
+    for j, blk in enumerate(blocks):
+        lo = j * bs
+        n = min(bs, s - lo)
+        cache[blk, :, :n, :].copy_(x[0, :, lo : lo + n, :])
+    return cache

@@ -1,0 +1,180 @@
+"""Host-side numerics of ttnn's storage formats, bit for bit.
+
+Storage form: a device or host buffer keeps its values as a torch tensor of the padded
+shape holding exactly the values the format can represent (bf16 as torch.bfloat16,
+block floats as float32 already quantised, integers as int32 bit patterns). The byte
+image of a buffer, which is what "uninitialized" memory shows, is derived on demand by
+:func:`encode` and read back by :func:`decode`.
+
+Block floats (bfloat8_b / bfloat4_b) follow tt-metal's packer: one shared exponent per
+16 consecutive values of a 16x16 face row (the max biased exponent of the 16), each
+mantissa with its hidden bit shifted right by (shared - own exponent) with truncation,
+then rounded to 7 (bfp8) or 3 (bfp4) bits, ties to even, saturating; a zero mantissa
+drops its sign. Zeros (+-0) have exponent 0 and never raise the shared exponent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .types import (
+    BLOCK_FLOATS,
+    ELEMENT_SIZE,
+    FACE_SIZE,
+    TILE_SIZE,
+    DataType,
+    Layout,
+)
+
+_MANTISSA_BITS = {DataType.BFLOAT8_B: 7, DataType.BFLOAT4_B: 3}
+
+TORCH_STORAGE = {
+    DataType.BFLOAT16: torch.bfloat16,
+    DataType.FLOAT32: torch.float32,
+    DataType.BFLOAT8_B: torch.float32,
+    DataType.BFLOAT4_B: torch.float32,
+    DataType.UINT32: torch.int32,
+    DataType.INT32: torch.int32,
+}
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """float32 bit patterns as int64 in [0, 2**32)."""
+    return x.contiguous().to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+
+
+def _from_bits(bits: torch.Tensor) -> torch.Tensor:
+    b = bits & 0xFFFFFFFF
+    b = torch.where(b >= 2**31, b - 2**32, b)
+    return b.to(torch.int32).view(torch.float32)
+
+
+def bfp_pack(x: torch.Tensor, dtype: DataType) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantise float data to a block float: (shared exponents, sign|mantissa codes).
+
+    ``x`` has a last dim that is a multiple of 16; groups are 16 consecutive values of
+    that dim (a face row when the data is tile-padded). Returns exps ``[..., W/16]`` and
+    codes ``[..., W/16, 16]``, both int64.
+    """
+    width = _MANTISSA_BITS[dtype]
+    shift = 24 - width
+    max_val = (1 << width) - 1
+    bits = _bits(x).reshape(*x.shape[:-1], x.shape[-1] // FACE_SIZE, FACE_SIZE)
+    exp = (bits >> 23) & 0xFF
+    shared = exp.amax(dim=-1)
+    zero = (bits & 0x7FFFFFFF) == 0
+    mant = (bits & 0x7FFFFF) | (1 << 23)
+    diff = (shared.unsqueeze(-1) - exp).clamp(min=0, max=63)
+    mant = torch.where(diff >= 32, torch.zeros_like(mant), mant >> diff.clamp(max=31))
+    rnd = mant & ((1 << shift) - 1)
+    mant = mant >> shift
+    tie = 1 << (shift - 1)
+    mant = mant + ((rnd > tie) | ((rnd == tie) & ((mant & 1) == 1))).to(torch.int64)
+    mant = mant.clamp(max=max_val)
+    mant = torch.where(zero, torch.zeros_like(mant), mant)
+    sign = torch.where(mant == 0, torch.zeros_like(bits), (bits >> 31) & 1)
+    return shared, (sign << width) | mant
+
+
+def bfp_unpack(shared: torch.Tensor, codes: torch.Tensor, dtype: DataType) -> torch.Tensor:
+    """Inverse of :func:`bfp_pack` (tt-metal's convert_bfp_to_u32), float32 ``[..., W]``."""
+    width = _MANTISSA_BITS[dtype]
+    sign = (codes >> width) & 1
+    man = codes & ((1 << width) - 1)
+    nz = man != 0
+    # leading-one position: shift until the top mantissa bit is set
+    msb = torch.floor(torch.log2(man.clamp(min=1).to(torch.float64))).to(torch.int64)
+    shift_cnt = (width - 1) - msb
+    man_out = ((man << (shift_cnt + 1)) & ((1 << width) - 1)) << (23 - width)
+    exp_out = (shared.unsqueeze(-1) - shift_cnt) & 0xFFFFFFFF
+    bits = (sign << 31) | ((exp_out << 23) & 0xFFFFFFFF) | man_out
+    bits = torch.where(nz, bits, sign << 31)
+    out = _from_bits(bits)
+    return out.reshape(*codes.shape[:-2], codes.shape[-2] * codes.shape[-1])
+
+
+def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
+    """Round float/int data to what ``dtype`` stores, in its storage form."""
+    if dtype == DataType.BFLOAT16:
+        return x.to(torch.bfloat16)
+    if dtype == DataType.FLOAT32:
+        return x.to(torch.float32)
+    if dtype in BLOCK_FLOATS:
+        shared, codes = bfp_pack(x.to(torch.float32), dtype)
+        return bfp_unpack(shared, codes, dtype)
+    if dtype in (DataType.UINT32, DataType.INT32):
+        v = (x.to(torch.float64).trunc() if x.is_floating_point() else x).to(torch.int64)
+        v = v & 0xFFFFFFFF  # two's complement wrap, as a static_cast to 32 bits does
+        return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
+    raise NotImplementedError(f"ttsim does not model dtype {dtype!r}")
+
+
+# -- byte images -----------------------------------------------------------------
+
+def _to_tiles(x: torch.Tensor) -> torch.Tensor:
+    """[..., H, W] (multiples of 32) -> [n_tiles, 4 faces, 16, 16] in device order."""
+    h, w = x.shape[-2], x.shape[-1]
+    t = x.reshape(-1, h // TILE_SIZE, 2, FACE_SIZE, w // TILE_SIZE, 2, FACE_SIZE)
+    return t.permute(0, 1, 4, 2, 5, 3, 6).reshape(-1, 4, FACE_SIZE, FACE_SIZE)
+
+
+def _from_tiles(tiles: torch.Tensor, padded: tuple[int, ...]) -> torch.Tensor:
+    h, w = padded[-2], padded[-1]
+    t = tiles.reshape(-1, h // TILE_SIZE, w // TILE_SIZE, 2, 2, FACE_SIZE, FACE_SIZE)
+    return t.permute(0, 1, 3, 5, 2, 4, 6).reshape(padded)
+
+
+def physical_2d(padded: tuple[int, ...]) -> tuple[int, ...]:
+    """Rank-1 data is one row: give it a height so tiling has two dims."""
+    return padded if len(padded) >= 2 else (1, *padded)
+
+
+def encode(data: torch.Tensor, dtype: DataType, layout: Layout) -> np.ndarray:
+    """The byte image a device buffer holding ``data`` (storage form) has in DRAM."""
+    if layout == Layout.ROW_MAJOR:
+        return data.contiguous().view(torch.uint8).reshape(-1).numpy().copy()
+    phys = physical_2d(tuple(data.shape))
+    if dtype in BLOCK_FLOATS:
+        tiles = _to_tiles(data.reshape(phys).to(torch.float32))  # [n, 4, 16, 16]
+        shared, codes = bfp_pack(tiles, dtype)  # [n,4,16], [n,4,16,1,16]
+        exps = shared.reshape(-1, 64).to(torch.uint8)
+        codes = codes.reshape(-1, 1024)
+        if dtype == DataType.BFLOAT4_B:
+            codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
+        return torch.cat([exps, codes.to(torch.uint8)], dim=1).reshape(-1).numpy().copy()
+    tiles = _to_tiles(data.reshape(phys))
+    return tiles.contiguous().view(torch.uint8).reshape(-1).numpy().copy()
+
+
+def decode(raw: np.ndarray, dtype: DataType, layout: Layout, padded: tuple[int, ...]) -> torch.Tensor:
+    """Storage-form data of shape ``padded`` read from the byte image ``raw``."""
+    raw_t = torch.from_numpy(np.ascontiguousarray(raw, dtype=np.uint8))
+    tdtype = TORCH_STORAGE[dtype]
+    if layout == Layout.ROW_MAJOR:
+        return raw_t.view(tdtype).reshape(padded).clone()
+    phys = physical_2d(padded)
+    if dtype in BLOCK_FLOATS:
+        per_tile = 64 + (1024 if dtype == DataType.BFLOAT8_B else 512)
+        t = raw_t.reshape(-1, per_tile).to(torch.int64)
+        exps = t[:, :64].reshape(-1, 4, FACE_SIZE, 1)
+        body = t[:, 64:]
+        if dtype == DataType.BFLOAT4_B:
+            body = torch.stack([body & 0xF, body >> 4], dim=-1).reshape(-1, 1024)
+        codes = body.reshape(-1, 4, FACE_SIZE, 1, FACE_SIZE)
+        values = bfp_unpack(exps, codes, dtype).reshape(-1, 4, FACE_SIZE, FACE_SIZE)
+        return _from_tiles(values, phys).reshape(padded).clone()
+    tiles = raw_t.view(tdtype).reshape(-1, 4, FACE_SIZE, FACE_SIZE)
+    return _from_tiles(tiles, phys).reshape(padded).clone()
+
+
+def nbytes(dtype: DataType, layout: Layout, padded: tuple[int, ...]) -> int:
+    """Size in bytes of a buffer of ``padded`` shape."""
+    from .types import TILE_BYTES
+
+    volume = 1
+    for d in physical_2d(padded):
+        volume *= d
+    if layout == Layout.TILE:
+        return volume // (TILE_SIZE * TILE_SIZE) * TILE_BYTES[dtype]
+    return volume * ELEMENT_SIZE[dtype]

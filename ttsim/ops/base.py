@@ -1,0 +1,126 @@
+"""The one way a ttsim op runs: validate at the call, allocate outputs, enqueue the math.
+
+An op's math sees, per chip, the LOGICAL values of its inputs as float32 (or int32 for
+integer tensors) and returns logical results; this module pads and rounds them to the
+output's storage format. Validation and allocation happen at the call (host side, like
+ttnn); the math runs when the device reaches the command.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .. import numerics
+from ..device import MeshDevice
+from ..tensor import Tensor, _describe
+from ..types import (
+    BLOCK_FLOATS,
+    DRAM_MEMORY_CONFIG,
+    INTEGER_TYPES,
+    DataType,
+    Layout,
+    MemoryConfig,
+    TTFatal,
+    tile_padded,
+)
+
+
+def require_device_tensor(op: str, name: str, t) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TTFatal(f"{op}: {name} must be a ttnn.Tensor, got {type(t).__name__}")
+    t._live_buffers(f"{op}({name})")
+    return t
+
+
+def require_layout(op: str, name: str, t: Tensor, layout: Layout) -> None:
+    if t._layout != layout:
+        raise TTFatal(f"{op}: {name} must be in {layout!r}, got {_describe(t)}")
+
+
+def require_same_device(op: str, tensors: dict[str, Tensor]) -> MeshDevice:
+    items = list(tensors.items())
+    first_name, first = items[0]
+    for name, t in items[1:]:
+        if t._device is not first._device:
+            raise TTFatal(f"{op}: {name} is on {t._device!r} but {first_name} is on {first._device!r}")
+        if len(t._buffers) != len(first._buffers):
+            raise TTFatal(f"{op}: {name} spans {len(t._buffers)} chips but {first_name} spans {len(first._buffers)}")
+    return first._device
+
+
+def logical(data: torch.Tensor, t: Tensor) -> torch.Tensor:
+    """The logical (unpadded) values of one chip's storage, float32 or int32."""
+    x = data
+    if tuple(x.shape) != tuple(t._shape):
+        x = x[tuple(slice(0, d) for d in t._shape)]
+    if t._dtype in INTEGER_TYPES:
+        return x
+    return x if x.dtype == torch.float32 else x.to(torch.float32)
+
+
+def storage(x: torch.Tensor, dtype: DataType, layout: Layout) -> torch.Tensor:
+    """Logical results -> storage form of the output (padded with zeros if TILE)."""
+    if layout == Layout.TILE:
+        padded = tile_padded(tuple(x.shape))
+        if tuple(x.shape) != padded:
+            pads = []
+            for have, want in zip(reversed(x.shape), reversed(padded)):
+                pads += [0, want - have]
+            x = F.pad(x, pads)
+    if dtype == DataType.FLOAT32 and x.dtype == torch.float32:
+        return x.contiguous()
+    return numerics.quantize(x, dtype).contiguous()
+
+
+def run_op(
+    op: str,
+    inputs: Sequence[Tensor],
+    out_shape: Sequence[int],
+    out_dtype: DataType,
+    out_layout: Layout,
+    math: Callable[..., torch.Tensor],
+    *,
+    memory_config: MemoryConfig | None = None,
+    cq_id: int = 0,
+    chip_args: Callable[[int], tuple] | None = None,
+) -> Tensor:
+    """Allocate the output and enqueue ``math(*logical_inputs, *chip_args(i))`` per chip i."""
+    if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
+        raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
+    first = inputs[0]
+    device = first._device
+    device.check_cq(cq_id, op)
+    mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
+    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    chips = [b.chip for b in first._buffers]
+    out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
+    in_bufs = [t._buffers for t in inputs]
+    out_bufs = out._buffers
+
+    def execute():
+        for i, ob in enumerate(out_bufs):
+            args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
+            extra = chip_args(i) if chip_args is not None else ()
+            ob.data = storage(math(*args, *extra), out_dtype, out_layout)
+
+    device.enqueue(cq_id, op, execute, writes=out_bufs)
+    return out
+
+
+def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Callable[..., None], *,
+                cq_id: int = 0) -> None:
+    """Enqueue ``update(target_storage, *logical_inputs, chip_index)`` mutating ``target`` in place."""
+    device = target._device
+    device.check_cq(cq_id, op)
+    tgt_bufs = target._buffers
+    in_bufs = [t._buffers for t in inputs]
+
+    def execute():
+        for i, tb in enumerate(tgt_bufs):
+            args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
+            update(tb.chip.contents(tb), *args, i)
+
+    device.enqueue(cq_id, op, execute, writes=tgt_bufs)

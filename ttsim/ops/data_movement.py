@@ -1,0 +1,52 @@
+"""to_layout and typecast."""
+
+from __future__ import annotations
+
+from ..tensor import Tensor, _storage_of, _unpad
+from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
+from .base import require_device_tensor, run_op
+
+
+def to_layout(
+    tensor: Tensor,
+    layout: Layout,
+    dtype: DataType | None = None,
+    memory_config: MemoryConfig | None = None,
+    sub_core_grids=None,
+) -> Tensor:
+    """Convert between ROW_MAJOR_LAYOUT and TILE_LAYOUT (padding to 32x32 tiles), on host or device."""
+    if not isinstance(tensor, Tensor):
+        raise TTFatal(f"to_layout: expected a ttnn.Tensor, got {type(tensor).__name__}")
+    if not isinstance(layout, Layout) or layout == Layout.INVALID:
+        raise TTFatal(f"to_layout: layout must be ROW_MAJOR_LAYOUT or TILE_LAYOUT, got {layout!r}")
+    dtype = tensor._dtype if dtype is None else dtype
+    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
+        raise TTFatal(f"to_layout: {dtype!r} requires TILE_LAYOUT; typecast to bfloat16 first")
+    if layout == tensor._layout and dtype == tensor._dtype:
+        return tensor
+    if tensor._device is None:
+        if tensor._pending is not None and not tensor._pending.done:
+            tensor._pending.device.wait_command(tensor._pending)
+        host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, 0.0) for h in tensor._host]
+        return Tensor(tensor._shape, dtype, layout, host=host)
+    require_device_tensor("to_layout", "tensor", tensor)
+    return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
+                  memory_config=memory_config)
+
+
+def typecast(
+    input_tensor: Tensor,
+    dtype: DataType,
+    *,
+    memory_config: MemoryConfig | None = None,
+    output_tensor: Tensor | None = None,
+    sub_core_grids=None,
+) -> Tensor:
+    """Convert a device tensor's dtype (float <-> int truncates toward zero)."""
+    require_device_tensor("typecast", "input_tensor", input_tensor)
+    if not isinstance(dtype, DataType) or dtype == DataType.INVALID:
+        raise TTFatal(f"typecast: dtype must be a ttnn DataType, got {dtype!r}")
+    if dtype in BLOCK_FLOATS and input_tensor._layout != Layout.TILE:
+        raise TTFatal(f"typecast: {dtype!r} requires a TILE_LAYOUT input, got {input_tensor._layout!r}")
+    return run_op("typecast", [input_tensor], input_tensor._shape, dtype, input_tensor._layout, lambda x: x,
+                  memory_config=memory_config)

@@ -1,0 +1,103 @@
+"""matmul and linear: fp32 accumulation of bf16/bfp8 storage, TILE layout required."""
+
+from __future__ import annotations
+
+import torch
+
+from ..tensor import Tensor, _describe
+from ..types import DataType, Layout, MemoryConfig, TTFatal
+from .base import require_device_tensor, require_layout, require_same_device, run_op
+
+
+def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
+    sa, sb = list(a._shape), list(b._shape)
+    if len(sa) < 2 or len(sb) < 2:
+        raise TTFatal(f"{op}: operands need rank >= 2: {_describe(a)}, {_describe(b)}")
+    if transpose_a:
+        sa[-1], sa[-2] = sa[-2], sa[-1]
+    if transpose_b:
+        sb[-1], sb[-2] = sb[-2], sb[-1]
+    if sa[-1] != sb[-2]:
+        raise TTFatal(
+            f"{op}: inner dimensions differ: input_tensor_a {sa} (K={sa[-1]}) vs input_tensor_b {sb} (K={sb[-2]})"
+        )
+    try:
+        batch = torch.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
+    except RuntimeError:
+        raise TTFatal(f"{op}: batch dims do not broadcast: {sa} vs {sb}") from None
+    return (*batch, sa[-2], sb[-1])
+
+
+def _mm(transpose_a: bool, transpose_b: bool):
+    def math(x, w, bias=None):
+        if transpose_a:
+            x = x.transpose(-1, -2)
+        if transpose_b:
+            w = w.transpose(-1, -2)
+        y = torch.matmul(x, w)
+        return y if bias is None else y + bias
+
+    return math
+
+
+def matmul(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+    program_config=None,
+    activation: str | None = None,
+    compute_kernel_config=None,
+    core_grid=None,
+    output_tile=None,
+    optional_output_tensor: Tensor | None = None,
+) -> Tensor:
+    """Matrix product of two TILE-layout device tensors."""
+    return _linear("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config,
+                   dtype, activation)
+
+
+def linear(
+    input_tensor_a: Tensor,
+    input_tensor_b: Tensor,
+    *,
+    bias: Tensor | None = None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    memory_config: MemoryConfig | None = None,
+    dtype: DataType | None = None,
+    program_config=None,
+    activation: str | None = None,
+    compute_kernel_config=None,
+    core_grid=None,
+    output_tile=None,
+    optional_output_tensor: Tensor | None = None,
+) -> Tensor:
+    """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
+    return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,
+                   dtype, activation)
+
+
+_ACTIVATIONS = {None: None, "relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu}
+
+
+def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation) -> Tensor:
+    a = require_device_tensor(op, "input_tensor_a", a)
+    b = require_device_tensor(op, "input_tensor_b", b)
+    tensors = {"input_tensor_a": a, "input_tensor_b": b}
+    if bias is not None:
+        tensors["bias"] = require_device_tensor(op, "bias", bias)
+    require_same_device(op, tensors)
+    for name, t in tensors.items():
+        require_layout(op, name, t, Layout.TILE)
+    if activation not in _ACTIVATIONS:
+        raise TTFatal(f"{op}: activation must be one of {sorted(k for k in _ACTIVATIONS if k)}, got {activation!r}")
+    shape = _matmul_shape(op, a, b, transpose_a, transpose_b)
+    base = _mm(transpose_a, transpose_b)
+    act = _ACTIVATIONS[activation]
+    math = base if act is None else (lambda *xs: act(base(*xs)))
+    out_dtype = a._dtype if dtype is None else dtype
+    return run_op(op, list(tensors.values()), shape, out_dtype, Layout.TILE, math, memory_config=memory_config)

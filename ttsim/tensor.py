@@ -1,0 +1,422 @@
+"""ttnn.Tensor and the host/device data movement API."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import numerics
+from .device import Command, MeshDevice
+from .memory import Buffer
+from .seed import stream
+from .types import (
+    BLOCK_FLOATS,
+    DRAM_MEMORY_CONFIG,
+    INTEGER_TYPES,
+    DataType,
+    Layout,
+    MemoryConfig,
+    Shape,
+    TTFatal,
+    tile_padded,
+)
+
+_FROM_TORCH_DTYPE = {
+    torch.bfloat16: DataType.BFLOAT16,
+    torch.float32: DataType.FLOAT32,
+    torch.int32: DataType.INT32,
+}
+_TO_TORCH_DTYPE = {
+    DataType.BFLOAT16: torch.bfloat16,
+    DataType.FLOAT32: torch.float32,
+    DataType.BFLOAT8_B: torch.float32,
+    DataType.BFLOAT4_B: torch.float32,
+    DataType.UINT32: torch.int32,
+    DataType.INT32: torch.int32,
+}
+
+
+def _describe(t: "Tensor") -> str:
+    where = "host" if t._device is None else repr(t._device)
+    return f"Tensor(shape={list(t._shape)}, dtype={t._dtype!r}, layout={t._layout!r}, on {where})"
+
+
+class Tensor:
+    """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers)."""
+
+    def __init__(self, shape, dtype: DataType, layout: Layout, *, host=None, device=None, buffers=None,
+                 memory_config: MemoryConfig | None = None):
+        self._shape = Shape(shape)
+        self._dtype = dtype
+        self._layout = layout
+        self._padded = Shape(tile_padded(self._shape) if layout == Layout.TILE else self._shape)
+        self._host: list[torch.Tensor] | None = host
+        self._device: MeshDevice | None = device
+        self._buffers: list[Buffer] | None = buffers
+        self._memory_config = memory_config
+        self._pending: Command | None = None  # a non-blocking read still filling this host tensor
+
+    # -- properties ttnn exposes -----------------------------------------------------
+    @property
+    def shape(self) -> Shape:
+        return self._shape
+
+    @property
+    def padded_shape(self) -> Shape:
+        return self._padded
+
+    @property
+    def dtype(self) -> DataType:
+        return self._dtype
+
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    def get_dtype(self) -> DataType:
+        return self._dtype
+
+    def get_layout(self) -> Layout:
+        return self._layout
+
+    def device(self) -> MeshDevice | None:
+        return self._device
+
+    def memory_config(self) -> MemoryConfig:
+        if self._device is None:
+            raise TTFatal(f"memory_config: {_describe(self)} is not on a device")
+        return self._memory_config
+
+    def storage_type(self) -> str:
+        return "StorageType.HOST" if self._device is None else "StorageType.DEVICE"
+
+    def is_allocated(self) -> bool:
+        if self._device is None:
+            return self._host is not None
+        return self._buffers is not None and not any(b.freed for b in self._buffers)
+
+    def buffer_address(self) -> int:
+        """Address of the first chip's buffer (ttnn's buffer_address())."""
+        return self._live_buffers("buffer_address")[0].address
+
+    def volume(self) -> int:
+        v = 1
+        for d in self._shape:
+            v *= d
+        return v
+
+    def cpu(self, blocking: bool = True, cq_id: int | None = None) -> "Tensor":
+        return from_device(self, blocking=blocking, cq_id=cq_id)
+
+    def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
+        return to_device(self, device, memory_config=mem_config, cq_id=cq_id)
+
+    def to_torch(self) -> torch.Tensor:
+        return to_torch(self)
+
+    def deallocate(self, force: bool = True) -> None:
+        deallocate(self, force=force)
+
+    def __repr__(self) -> str:
+        return f"ttnn.{_describe(self)}"
+
+    # -- internals ------------------------------------------------------------------
+    def _live_buffers(self, what: str) -> list[Buffer]:
+        if self._device is None:
+            raise TTFatal(f"{what}: expected a device tensor, got {_describe(self)}")
+        self._device.check_open(what)
+        if self._buffers is None or any(b.freed for b in self._buffers):
+            raise TTFatal(f"{what}: {_describe(self)} has been deallocated")
+        return self._buffers
+
+
+# -- mesh mappers and composers -----------------------------------------------------
+
+class ReplicateTensorToMesh:
+    def __init__(self, mesh_device: MeshDevice):
+        self.mesh_device = mesh_device
+
+    def map(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        return [tensor] * self.mesh_device.get_num_devices()
+
+    def config(self) -> dict:
+        return {"strategy": "replicate", "replication_factor": str(self.mesh_device.get_num_devices())}
+
+
+class ShardTensorToMesh:
+    def __init__(self, mesh_device: MeshDevice, dim: int):
+        self.mesh_device = mesh_device
+        self.shard_dim = dim
+
+    def map(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        n = self.mesh_device.get_num_devices()
+        dim = self.shard_dim
+        if not -tensor.dim() <= dim < tensor.dim():
+            raise TTFatal(f"ShardTensorToMesh: dim={dim} is out of range for a rank-{tensor.dim()} tensor")
+        if tensor.shape[dim] % n:
+            raise TTFatal(
+                f"ShardTensorToMesh: dim {dim} of shape {list(tensor.shape)} ({tensor.shape[dim]}) "
+                f"does not divide across {n} devices"
+            )
+        return list(torch.chunk(tensor, n, dim=dim))
+
+    def config(self) -> dict:
+        return {"strategy": "shard", "shard_dim": str(self.shard_dim)}
+
+
+class ConcatMeshToTensor:
+    def __init__(self, mesh_device: MeshDevice, dim: int):
+        self.mesh_device = mesh_device
+        self.concat_dim = dim
+
+    def compose(self, shards: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(shards, dim=self.concat_dim)
+
+
+# -- conversions --------------------------------------------------------------------
+
+def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value: float) -> torch.Tensor:
+    """A torch shard in storage form: padded to tiles if TILE, values quantised to dtype."""
+    if layout == Layout.TILE:
+        padded = tile_padded(tuple(tensor.shape))
+        x = tensor if tensor.dim() >= 1 else tensor.reshape(1)
+        pads = []
+        for have, want in zip(reversed(x.shape), reversed(padded)):
+            pads += [0, want - have]
+        if any(pads):
+            if dtype in INTEGER_TYPES and not x.is_floating_point():
+                x = F.pad(x.to(torch.int64), pads, value=int(pad_value))
+            else:
+                x = F.pad(x.to(torch.float32) if not x.is_floating_point() else x, pads, value=pad_value)
+        tensor = x
+    return numerics.quantize(tensor, dtype).contiguous()
+
+
+def from_torch(
+    tensor: torch.Tensor,
+    dtype: DataType | None = None,
+    *,
+    spec=None,
+    tile=None,
+    pad_value: float | None = None,
+    layout: Layout | None = Layout.ROW_MAJOR,
+    device: MeshDevice | None = None,
+    memory_config: MemoryConfig | None = None,
+    mesh_mapper=None,
+    cq_id: int | None = 0,
+) -> Tensor:
+    """Convert a torch tensor to a ttnn tensor (on host, or on ``device``)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
+    if dtype is None:
+        if tensor.dtype not in _FROM_TORCH_DTYPE:
+            raise TTFatal(
+                f"from_torch: cannot infer a ttnn dtype from {tensor.dtype}; pass dtype= "
+                f"(one of {sorted(d.name.lower() for d in _TO_TORCH_DTYPE)})"
+            )
+        dtype = _FROM_TORCH_DTYPE[tensor.dtype]
+    if not isinstance(dtype, DataType) or dtype not in _TO_TORCH_DTYPE:
+        raise TTFatal(f"from_torch: unsupported dtype {dtype!r}")
+    layout = Layout.ROW_MAJOR if layout is None else layout
+    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
+        raise TTFatal(f"from_torch: {dtype!r} is a block float and requires layout=TILE_LAYOUT, got {layout!r}")
+    if tensor.dim() == 0:
+        tensor = tensor.reshape(1)
+    if mesh_mapper is not None:
+        if device is not None and mesh_mapper.mesh_device is not device:
+            raise TTFatal("from_torch: mesh_mapper was built for a different mesh device than device=")
+        shards = mesh_mapper.map(tensor)
+    else:
+        shards = [tensor]
+    pad = 0.0 if pad_value is None else float(pad_value)
+    host = [_storage_of(s.detach(), dtype, layout, pad) for s in shards]
+    out = Tensor(tuple(shards[0].shape), dtype, layout, host=host)
+    if device is not None:
+        out = to_device(out, device, memory_config=memory_config, cq_id=cq_id)
+    return out
+
+
+def _unpad(x: torch.Tensor, shape: Shape) -> torch.Tensor:
+    return x[tuple(slice(0, d) for d in shape)] if tuple(x.shape) != tuple(shape) else x
+
+
+def to_torch(
+    tensor: Tensor,
+    dtype: torch.dtype | None = None,
+    *,
+    torch_rank: int | None = None,
+    mesh_composer=None,
+    device=None,
+    cq_id: int | None = 0,
+) -> torch.Tensor:
+    """Convert a ttnn tensor to torch; a device tensor is read back (blocking) first."""
+    if not isinstance(tensor, Tensor):
+        raise TTFatal(f"to_torch: expected a ttnn Tensor, got {type(tensor).__name__}")
+    if tensor._device is not None:
+        tensor = from_device(tensor, blocking=True, cq_id=cq_id)
+    if tensor._pending is not None and not tensor._pending.done:
+        # read not landed: the host buffer still holds what it held before
+        tensor._pending.device.stats["stale_host_reads"] += 1
+    shards = [_unpad(s, tensor._shape) for s in tensor._host]
+    if len(shards) > 1:
+        if mesh_composer is None:
+            raise TTFatal(
+                f"to_torch: {_describe(tensor)} holds {len(shards)} device shards; pass mesh_composer= "
+                f"(e.g. ConcatMeshToTensor(mesh_device, dim=...))"
+            )
+        out = mesh_composer.compose(shards)
+    else:
+        out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
+    out = out.to(_TO_TORCH_DTYPE[tensor._dtype]).clone()
+    if torch_rank is not None:
+        while out.dim() > torch_rank:
+            if out.shape[0] != 1:
+                raise TTFatal(f"to_torch: cannot squeeze shape {list(out.shape)} to rank {torch_rank}")
+            out = out.squeeze(0)
+    return out.to(dtype) if dtype is not None else out
+
+
+def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | None = None,
+              cq_id: int | None = 0) -> Tensor:
+    """Allocate on ``device`` and enqueue the host-to-device write."""
+    if not isinstance(device, MeshDevice):
+        raise TTFatal(f"to_device: expected a MeshDevice, got {type(device).__name__}")
+    if tensor._device is not None:
+        if tensor._device is device:
+            return tensor
+        raise TTFatal(f"to_device: {_describe(tensor)} is already on another device")
+    cq = 0 if cq_id is None else cq_id
+    device.check_open("to_device")
+    device.check_cq(cq, "to_device")
+    host = tensor._host
+    n = device.get_num_devices()
+    if len(host) == 1 and n > 1:
+        host = host * n
+    if len(host) != n:
+        raise TTFatal(f"to_device: tensor has {len(host)} shards but {device!r} has {n} chips")
+    mc = memory_config or DRAM_MEMORY_CONFIG
+    bufs = device.allocate(mc.buffer_type, tensor._dtype, tensor._layout, tensor._padded, "to_device")
+
+    def write():
+        for b, h in zip(bufs, host):
+            b.data = h
+
+    device.enqueue(cq, "write", write, writes=bufs)
+    return Tensor(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc)
+
+
+def _host_junk(t: Tensor, label: str) -> list[torch.Tensor]:
+    """Seeded contents of a freshly malloc'd host buffer (never read by a correct program)."""
+    dev = t._device
+    rng = stream("host-buffer", label, dev.stats["commands"], seed=dev.seed)
+    raw = rng.integers(0, 256, size=numerics.nbytes(t._dtype, t._layout, t._padded), dtype="uint8")
+    return [numerics.decode(raw, t._dtype, t._layout, tuple(t._padded)) for _ in t._buffers]
+
+
+def from_device(tensor: Tensor, blocking: bool = True, cq_id: int | None = 0) -> Tensor:
+    """Read a device tensor back into a new host tensor."""
+    bufs = tensor._live_buffers("from_device")
+    out = Tensor(tensor._shape, tensor._dtype, tensor._layout, host=None)
+    if not blocking:
+        out._host = _host_junk(tensor, "from_device")
+    _enqueue_read(tensor, bufs, out, blocking, 0 if cq_id is None else cq_id, "from_device")
+    return out
+
+
+def _enqueue_read(src: Tensor, bufs: list[Buffer], dst: Tensor, blocking: bool, cq: int, what: str) -> None:
+    device = src._device
+    device.check_cq(cq, what)
+    if device._capturing is not None:
+        raise TTFatal(f"{what}: reads are not allowed while a trace is being captured")
+
+    def read():
+        dst._host = [b.chip.contents(b).clone() for b in bufs]
+        dst._pending = None
+
+    cmd = device.enqueue(cq, f"read {what}", read)
+    if blocking:
+        device.wait_command(cmd)
+    elif not cmd.done:
+        dst._pending = cmd
+
+
+def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id: int = 0) -> None:
+    """Write ``host_tensor`` into the existing buffers of ``device_tensor`` (same spec)."""
+    bufs = device_tensor._live_buffers("copy_host_to_device_tensor")
+    if host_tensor._device is not None:
+        raise TTFatal(f"copy_host_to_device_tensor: source must be a host tensor, got {_describe(host_tensor)}")
+    _check_same_spec("copy_host_to_device_tensor", host_tensor, device_tensor)
+    host = host_tensor._host
+    if len(host) == 1 and len(bufs) > 1:
+        host = host * len(bufs)
+    if len(host) != len(bufs):
+        raise TTFatal(
+            f"copy_host_to_device_tensor: host tensor has {len(host)} shards, device tensor {len(bufs)}"
+        )
+    device = device_tensor._device
+    device.check_cq(cq_id, "copy_host_to_device_tensor")
+    snapshot = [h.clone() for h in host]
+
+    def write():
+        for b, h in zip(bufs, snapshot):
+            b.data = h
+
+    device.enqueue(cq_id, "copy_host_to_device", write, writes=bufs)
+
+
+def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, blocking: bool = True,
+                               cq_id: int = 0) -> None:
+    """Read ``device_tensor`` into the existing ``host_tensor``; non-blocking reads land later."""
+    bufs = device_tensor._live_buffers("copy_device_to_host_tensor")
+    if host_tensor._device is not None:
+        raise TTFatal(f"copy_device_to_host_tensor: destination must be a host tensor, got {_describe(host_tensor)}")
+    _check_same_spec("copy_device_to_host_tensor", host_tensor, device_tensor)
+    _enqueue_read(device_tensor, bufs, host_tensor, blocking, cq_id, "copy_device_to_host_tensor")
+
+
+def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
+    if (a._shape, a._dtype, a._layout) != (b._shape, b._dtype, b._layout):
+        raise TTFatal(f"{what}: tensor specs differ: {_describe(a)} vs {_describe(b)}")
+
+
+def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, device: MeshDevice,
+                              memory_config: MemoryConfig | None = None) -> Tensor:
+    """A device tensor whose contents are whatever its memory held: UNINITIALIZED."""
+    if not isinstance(device, MeshDevice):
+        raise TTFatal(f"allocate_tensor_on_device: expected a MeshDevice, got {type(device).__name__}")
+    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
+        raise TTFatal(f"allocate_tensor_on_device: {dtype!r} requires TILE_LAYOUT, got {layout!r}")
+    mc = memory_config or DRAM_MEMORY_CONFIG
+    out = Tensor(tuple(shape), dtype, layout, device=device, memory_config=mc)
+    bufs = device.allocate(mc.buffer_type, dtype, layout, out._padded, "allocate_tensor_on_device")
+    out._buffers = bufs
+
+    def materialise():
+        for b in bufs:
+            b.chip.contents(b)
+
+    device.enqueue(0, "allocate (uninitialized)", materialise, writes=bufs)
+    return out
+
+
+def deallocate(tensor: Tensor, force: bool = True) -> None:
+    """Free a device tensor's buffers; its bytes stay in memory for the next occupant."""
+    if not isinstance(tensor, Tensor):
+        raise TTFatal(f"deallocate: expected a ttnn Tensor, got {type(tensor).__name__}")
+    if tensor._device is None:
+        tensor._host = None
+        return
+    if tensor._buffers is not None:
+        tensor._device.free(tensor._buffers)
+
+
+def get_device_tensors(tensor: Tensor) -> list[Tensor]:
+    """One tensor per chip (device tensors), or per shard (host tensors)."""
+    if tensor._device is None:
+        return [Tensor(tensor._shape, tensor._dtype, tensor._layout, host=[h]) for h in tensor._host]
+    bufs = tensor._live_buffers("get_device_tensors")
+    return [
+        Tensor(tensor._shape, tensor._dtype, tensor._layout, device=tensor._device, buffers=[b],
+               memory_config=tensor._memory_config)
+        for b in bufs
+    ]
