@@ -86,6 +86,26 @@ from .ops.eltwise import (
     tanh,
 )
 from .ops.matmul import linear, matmul
+from .ops.ccl import Topology, all_gather, all_reduce, reduce_scatter
+from .ops.embedding import EmbeddingsType, embedding
+from .ops.normalization import layer_norm, rms_norm, softmax
+from .ops.reduction import argmax, max, mean, plus_one, sum
+from .ops.shape import (
+    TileReshapeMapMode,
+    clone,
+    concat,
+    copy,
+    pad,
+    permute,
+    repeat,
+    reshape,
+    slice,
+    squeeze,
+    transpose,
+    unsqueeze,
+)
+from . import experimental, transformer
+from .ops.attention import SDPAProgramConfig
 
 Device = MeshDevice
 

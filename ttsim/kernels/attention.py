@@ -119,25 +119,18 @@ def _check_mask(attn_mask: torch.Tensor, b: int, nqh: int, sq: int, sk: int) -> 
         raise ValueError(f"attn_mask must be [{b} or 1, {nqh} or 1, {sq}, {sk}], got {shp}")
 
 
-def _group_q(q: torch.Tensor, nkv: int, scale: float) -> torch.Tensor:
-    """``[b, nqh, Sq, d]`` -> float32 ``[b*nkv, Sq*group, d]`` scaled by ``scale``.
+def _q_block(q: torch.Tensor, qs: int, qe: int, scale: float, nkv: int) -> torch.Tensor:
+    """Query chunk ``[qs, qe)`` as float32 ``[b*nkv, group*(qe-qs), d]`` scaled by ``scale``.
 
-    Row ``i*group + j`` of kv head ``h`` is query position ``i`` of query head
-    ``h*group + j``: a q chunk of positions ``[qs, qe)`` is the contiguous row range
-    ``[qs*group, qe*group)``.
+    ``[b, nqh, qc, d]`` is already ``[b*nkv, group*qc, d]`` once contiguous: the rows of
+    kv head ``h`` are query heads ``h*group .. h*group+group-1`` (each ``qc`` positions),
+    so one batched matmul per kv head serves its whole group without repeating K/V.
     """
-    b, nqh, sq, d = q.shape
-    g = nqh // nkv
-    out = torch.empty((b, nkv, sq, g, d), dtype=_F32)
-    out.copy_(q.view(b, nkv, g, sq, d).permute(0, 1, 3, 2, 4))
-    out.mul_(scale)
-    return out.view(b * nkv, sq * g, d)
-
-
-def _ungroup_out(o: torch.Tensor, b: int, nkv: int, g: int, sq: int) -> torch.Tensor:
-    """Inverse of :func:`_group_q` for the output: -> ``[b, nqh, Sq, dv]`` float32."""
-    dv = o.shape[-1]
-    return o.view(b, nkv, sq, g, dv).permute(0, 1, 3, 2, 4).reshape(b, nkv * g, sq, dv)
+    b, nqh, _, d = q.shape
+    blk = torch.empty((b, nqh, qe - qs, d), dtype=_F32)
+    blk.copy_(q[:, :, qs:qe])
+    blk.mul_(scale)
+    return blk.view(b * nkv, (nqh // nkv) * (qe - qs), d)
 
 
 def _kv_f32(t: torch.Tensor) -> torch.Tensor:
@@ -145,30 +138,21 @@ def _kv_f32(t: torch.Tensor) -> torch.Tensor:
     return t.to(_F32).reshape(b * h, s, d)
 
 
-def _mask_block(attn_mask, nkv, g, qs, qe, ks, ke) -> torch.Tensor:
-    """Slice of the additive mask shaped to broadcast against scores viewed as
-    ``[b, nkv, qc, g, kc]``."""
-    blk = attn_mask[:, :, qs:qe, ks:ke]
-    if attn_mask.shape[1] == 1:
-        return blk.unsqueeze(3)  # [mb, 1, qc, 1, kc]
-    return blk.unflatten(1, (nkv, g)).permute(0, 1, 3, 2, 4)  # [mb, nkv, qc, g, kc]
-
-
-def _apply_masks(s, *, b, nkv, g, qs, qe, ks, ke, causal, q_offset, attn_mask) -> bool:
-    """Add the additive mask and apply the causal mask to a score block ``s``
-    (``[b*nkv, (qe-qs)*g, ke-ks]``, in place). Returns True if any -inf may have been
-    introduced (so rows may be fully masked)."""
+def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask) -> bool:
+    """Apply the additive mask and the causal mask to a score block ``s``
+    (``[b*nkv, group*(qe-qs), ke-ks]``) in place. Returns True if -inf may have been
+    introduced (so rows may be fully masked in this block)."""
     qc, kc = qe - qs, ke - ks
     masked = False
     if attn_mask is not None:
-        s.view(b, nkv, qc, g, kc).add_(_mask_block(attn_mask, nkv, g, qs, qe, ks, ke))
+        s.view(b, nqh, qc, kc).add_(attn_mask[:, :, qs:qe, ks:ke])  # broadcasts b / heads of 1
         masked = True
-    # Causal: the block needs masking only if its last key is beyond the first row's
-    # position (q_offset + qs).
+    # Causal: the block needs masking only if its last key lies beyond the position of
+    # the chunk's first query row (q_offset + qs).
     if causal and ke - 1 > q_offset + qs:
-        qpos = torch.arange(q_offset + qs, q_offset + qe).view(qc, 1, 1)
-        kpos = torch.arange(ks, ke).view(1, 1, kc)
-        s.view(b * nkv, qc, g, kc).masked_fill_(kpos > qpos, _NEG_INF)
+        qpos = torch.arange(q_offset + qs, q_offset + qe).view(qc, 1)
+        kpos = torch.arange(ks, ke).view(1, kc)
+        s.view(b * nqh, qc, kc).masked_fill_(kpos > qpos, _NEG_INF)
         masked = True
     return masked
 
@@ -193,85 +177,96 @@ def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_
 # ----------------------------------------------------------------------------- cores
 
 
-def _streaming_core(qg, kf, vf, *, b, nkv, g, sq, causal, q_offset, attn_mask, q_chunk, k_chunk):
-    """Online-softmax attention on grouped tensors. Returns ``[b*nkv, sq*g, dv]`` f32."""
-    bb, _, d = qg.shape
-    sk, dv = kf.shape[1], vf.shape[2]
-    out = torch.empty((bb, sq * g, dv), dtype=_F32)
-    kT = kf.transpose(1, 2)  # view [bb, d, sk]
-    for qs in range(0, sq, q_chunk):
-        qe = min(sq, qs + q_chunk)
-        rows = (qe - qs) * g
-        qb = qg[:, qs * g : qe * g]
-        m = torch.full((bb, rows), _NEG_INF, dtype=_F32)  # running max
-        l = torch.zeros((bb, rows), dtype=_F32)  # running sum
-        acc = torch.zeros((bb, rows, dv), dtype=_F32)  # unnormalised output
-        may_be_masked = False
-        # KV chunks entirely above the diagonal (ks >= q_offset + qe) are never visited.
-        for ks in range(0, _causal_key_end(sk, causal, q_offset, qe), k_chunk):
-            ke = min(sk, ks + k_chunk)
-            s = torch.bmm(qb, kT[:, :, ks:ke])  # the only score buffer: [bb, rows, kc]
-            may_be_masked |= _apply_masks(
-                s, b=b, nkv=nkv, g=g, qs=qs, qe=qe, ks=ks, ke=ke,
-                causal=causal, q_offset=q_offset, attn_mask=attn_mask,
-            )
-            m_new = torch.maximum(m, s.amax(dim=-1))
-            m_sub = m_new
-            if may_be_masked:
-                # A row that has seen only -inf so far keeps m = -inf; subtracting 0
-                # instead gives exp(-inf) = 0 rather than exp(-inf - -inf) = NaN.
-                m_sub = m_new.masked_fill(m_new == _NEG_INF, 0.0)
-            alpha = torch.exp(m - m_sub)  # exp(m_old - m_new); 0 on the first chunk
-            s.sub_(m_sub.unsqueeze(-1)).exp_()  # p = exp(s - m_new), in place
-            l.mul_(alpha).add_(s.sum(dim=-1))
-            acc.mul_(alpha.unsqueeze(-1)).baddbmm_(s, vf[:, ks:ke])
-            m = m_new
-        # Fully masked rows have l == 0 and acc == 0: divide by 1 to return 0.
-        l.masked_fill_(l == 0, 1.0)
-        torch.div(acc, l.unsqueeze(-1), out=out[:, qs * g : qe * g])
-    return out
+def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out):
+    """Online softmax of one q chunk over KV chunks; writes ``out`` ``[b, nqh, qc, dv]``.
 
+    Per KV chunk: scores ``s`` (the only score buffer, ``[b*nkv, group*qc, kc]``), the
+    chunk's softmax ``p = exp(s - m_blk) / l_blk`` (torch's fused row softmax), then
 
-def _legacy_core(qg, kf, vf, *, b, nkv, g, sq, causal, q_offset, attn_mask, q_chunk):
-    """Materialised softmax per q chunk. Returns ``[b*nkv, sq*g, dv]`` f32."""
-    bb, _, d = qg.shape
-    sk, dv = kf.shape[1], vf.shape[2]
-    out = torch.empty((bb, sq * g, dv), dtype=_F32)
-    kT = kf.transpose(1, 2)
-    for qs in range(0, sq, q_chunk):
-        qe = min(sq, qs + q_chunk)
-        dst = out[:, qs * g : qe * g]
-        ke = _causal_key_end(sk, causal, q_offset, qe)
-        if ke == 0:
-            dst.zero_()
-            continue
-        s = torch.bmm(qg[:, qs * g : qe * g], kT[:, :, :ke])  # [bb, rows, ke]
-        masked = _apply_masks(
-            s, b=b, nkv=nkv, g=g, qs=qs, qe=qe, ks=0, ke=ke,
-            causal=causal, q_offset=q_offset, attn_mask=attn_mask,
-        )
-        dead = (s.amax(dim=-1, keepdim=True) == _NEG_INF) if masked else None
+        m_new = max(m, m_blk)
+        alpha = exp(m - m_new)                 # rescales the old state
+        beta  = l_blk * exp(m_blk - m_new)     # weight of this chunk
+        l     = l * alpha + beta               # running sum of exp(s - m_new)
+        acc   = acc * alpha + (p @ v) * beta   # running sum of exp(s - m_new) v
+
+    ``l_blk`` is recovered from the softmax itself: at the row's arg-max
+    ``p = exp(0) / l_blk``, so ``l_blk = 1 / max(p)`` (any rounding there scales the
+    chunk's ``beta`` and ``p @ v`` alike, so it cancels in ``acc / l``). This is the
+    textbook recurrence with the chunk-local work fused into torch's row softmax; it
+    passes over the score block four times instead of seven.
+    """
+    bb, rows, _ = qb.shape
+    sk, dv = kT.shape[2], vf.shape[2]
+    m = torch.full((bb, rows), _NEG_INF, dtype=_F32)  # running max
+    l = torch.zeros((bb, rows), dtype=_F32)  # running sum
+    acc = torch.zeros((bb, rows, dv), dtype=_F32)  # unnormalised output
+    seen_mask = False
+    # KV chunks entirely above the diagonal (ks >= q_offset + qe) are never visited.
+    for ks in range(0, _causal_key_end(sk, causal, q_offset, qe), k_chunk):
+        ke = min(sk, ks + k_chunk)
+        s = torch.bmm(qb, kT[:, :, ks:ke])
+        masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=ks, ke=ke, causal=causal,
+                              q_offset=q_offset, attn_mask=attn_mask)
+        seen_mask |= masked
+        m_blk = s.amax(dim=-1)  # chunk row max
         p = torch.softmax(s, dim=-1)
         del s
-        torch.bmm(p, vf[:, :ke], out=dst)
-        if dead is not None:
-            dst.masked_fill_(dead, 0.0)  # softmax of an all -inf row is NaN: define 0
-    return out
+        p_max = p.amax(dim=-1)  # = exp(0) / l_blk: the chunk's row sum, inverted
+        pv = torch.bmm(p, vf[:, ks:ke])
+        del p
+        m_new = torch.maximum(m, m_blk)
+        # A row that has seen only -inf keeps m = -inf: subtract 0 instead of -inf so
+        # exp gives 0, not NaN (exp(-inf - -inf)).
+        m_sub = m_new.masked_fill(m_new == _NEG_INF, 0.0) if seen_mask else m_new
+        alpha = torch.exp(m - m_sub)  # exp(m_old - m_new); 0 on the first chunk
+        beta = torch.exp(m_blk - m_sub).div_(p_max)
+        if masked:
+            # rows fully masked within this chunk: softmax gave NaN; they contribute 0
+            dead = m_blk == _NEG_INF
+            beta.masked_fill_(dead, 0.0)
+            pv.masked_fill_(dead.unsqueeze(-1), 0.0)
+        l.mul_(alpha).add_(beta)
+        acc.mul_(alpha.unsqueeze(-1)).addcmul_(pv, beta.unsqueeze(-1))
+        m = m_new
+    # Fully masked rows have l == 0 and acc == 0: divide by 1 to return exactly 0.
+    l.masked_fill_(l == 0, 1.0)
+    qc = qe - qs
+    torch.div(acc.view(b, nqh, qc, dv), l.view(b, nqh, qc, 1), out=out)
 
 
-def _run(core, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size):
+def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out):
+    """Materialised softmax of one q chunk over all its visible keys."""
+    sk, dv = kT.shape[2], vf.shape[2]
+    qc = qe - qs
+    ke = _causal_key_end(sk, causal, q_offset, qe)
+    if ke == 0:
+        out.zero_()
+        return
+    s = torch.bmm(qb, kT[:, :, :ke])  # [b*nkv, group*qc, visible keys]
+    masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=0, ke=ke, causal=causal,
+                          q_offset=q_offset, attn_mask=attn_mask)
+    dead = (s.amax(dim=-1, keepdim=True) == _NEG_INF) if masked else None
+    p = torch.softmax(s, dim=-1)
+    del s
+    o = torch.bmm(p, vf[:, :ke])
+    if dead is not None:
+        o.masked_fill_(dead, 0.0)  # softmax of an all -inf row is NaN: define 0
+    out.copy_(o.view(b, nqh, qc, dv))
+
+
+def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size):
     (b, nqh, nkv, sq, sk, d, dv), scale = _validate_common(
         q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask
     )
-    g = nqh // nkv
-    qg = _group_q(q, nkv, scale)
     kf, vf = _kv_f32(k), _kv_f32(v)
-    kw = dict(b=b, nkv=nkv, g=g, sq=sq, causal=bool(is_causal), q_offset=q_offset,
-              attn_mask=attn_mask, q_chunk=q_chunk_size)
-    if core is _streaming_core:
-        kw["k_chunk"] = k_chunk_size
-    o = core(qg, kf, vf, **kw)
-    return _ungroup_out(o, b, nkv, g, sq)
+    kT = kf.transpose(1, 2)  # view [b*nkv, d, sk]
+    out = torch.empty((b, nqh, sq, dv), dtype=_F32)
+    for qs in range(0, sq, q_chunk_size):
+        qe = min(sq, qs + q_chunk_size)
+        chunk_fn(_q_block(q, qs, qe, scale, nkv), kT, vf, b=b, nqh=nqh, qs=qs, qe=qe,
+                 causal=bool(is_causal), q_offset=q_offset, attn_mask=attn_mask,
+                 k_chunk=k_chunk_size, out=out[:, :, qs:qe])
+    return out
 
 
 # ----------------------------------------------------------------------------- public
@@ -298,7 +293,7 @@ def sdpa_streaming(
     absolute position ``q_offset + i``) chunks entirely above the diagonal are skipped.
     Fully masked rows return 0.
     """
-    return _run(_streaming_core, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
+    return _run(_streaming_chunk, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
                 q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
 
 
@@ -317,7 +312,7 @@ def sdpa_legacy(
     """Legacy SDPA: per q chunk the full ``(group*q_chunk) x visible-keys`` score matrix is
     materialised and soft-maxed in one go. Same signature and semantics as
     :func:`sdpa_streaming`; ``k_chunk_size`` is validated but does not change the math."""
-    return _run(_legacy_core, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
+    return _run(_legacy_chunk, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
                 q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
 
 

@@ -86,8 +86,15 @@ def run_op(
     memory_config: MemoryConfig | None = None,
     cq_id: int = 0,
     chip_args: Callable[[int], tuple] | None = None,
+    reads_output: bool = False,
+    pool: Tensor | None = None,
 ) -> Tensor:
-    """Allocate the output and enqueue ``math(*logical_inputs, *chip_args(i))`` per chip i."""
+    """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
+
+    Extras, in order: ``chip_args(i)``; with ``reads_output`` the output's current logical
+    contents (what its memory holds: ops that skip rows leave them as they were); with
+    ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
+    """
     if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
         raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
     first = inputs[0]
@@ -100,13 +107,21 @@ def run_op(
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
 
+    pool_bufs = pool._buffers if pool is not None else None
+
     def execute():
         for i, ob in enumerate(out_bufs):
             args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
-            extra = chip_args(i) if chip_args is not None else ()
-            ob.data = storage(math(*args, *extra), out_dtype, out_layout)
+            if chip_args is not None:
+                args.extend(chip_args(i))
+            if reads_output:
+                args.append(logical(ob.chip.contents(ob), out))
+            if pool_bufs is not None:
+                args.append(pool_bufs[i].chip.contents(pool_bufs[i]))
+            ob.data = storage(math(*args), out_dtype, out_layout)
 
-    device.enqueue(cq_id, op, execute, writes=out_bufs)
+    writes = out_bufs + (pool_bufs or [])
+    device.enqueue(cq_id, op, execute, writes=writes)
     return out
 
 
@@ -124,3 +139,43 @@ def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Calla
             update(tb.chip.contents(tb), *args, i)
 
     device.enqueue(cq_id, op, execute, writes=tgt_bufs)
+
+
+def run_collective(
+    op: str,
+    inputs: Sequence[Tensor],
+    out_shape: Sequence[int],
+    out_dtype: DataType,
+    out_layout: Layout,
+    math: Callable[..., list[torch.Tensor]],
+    *,
+    memory_config: MemoryConfig | None = None,
+    cq_id: int = 0,
+) -> Tensor:
+    """Allocate the output on every chip and enqueue ONE command that sees all chips at once.
+
+    ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
+    (chip order = the tensor's buffer order) and returns one logical result per chip.
+    """
+    if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
+        raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
+    first = inputs[0]
+    device = first._device
+    device.check_cq(cq_id, op)
+    mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
+    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    chips = [b.chip for b in first._buffers]
+    out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
+    in_bufs = [t._buffers for t in inputs]
+    out_bufs = out._buffers
+
+    def execute():
+        per_input = [[logical(b.chip.contents(b), t) for b in bufs] for bufs, t in zip(in_bufs, inputs)]
+        results = math(*per_input)
+        if len(results) != len(out_bufs):
+            raise TTFatal(f"{op}: collective produced {len(results)} shards for {len(out_bufs)} chips")
+        for ob, r in zip(out_bufs, results):
+            ob.data = storage(r, out_dtype, out_layout)
+
+    device.enqueue(cq_id, op, execute, writes=out_bufs)
+    return out

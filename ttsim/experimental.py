@@ -1,0 +1,20 @@
+"""``ttnn.experimental``: the experimental ops ttsim mirrors, under their real names.
+
+Use it as ttnn code does: ``ttnn.experimental.rotary_embedding_llama(...)``.
+"""
+
+from __future__ import annotations
+
+# -- rotary embeddings (ttsim/ops/rotary.py) ------------------------------------------
+from .ops.rotary import rotary_embedding, rotary_embedding_hf, rotary_embedding_llama
+
+# -- paged KV cache ops (ttsim/ops/attention.py) -------------------------------------------
+from .ops.attention import paged_fill_cache, paged_update_cache
+
+__all__ = [
+    "paged_fill_cache",
+    "paged_update_cache",
+    "rotary_embedding",
+    "rotary_embedding_hf",
+    "rotary_embedding_llama",
+]

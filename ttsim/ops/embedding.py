@@ -1,0 +1,86 @@
+"""ttnn.embedding: a table lookup of token ids (UINT32, ROW_MAJOR) into a ROW_MAJOR weight."""
+
+from __future__ import annotations
+
+import enum
+
+import torch
+
+from ..tensor import Tensor, _describe
+from ..types import DataType, Layout, MemoryConfig, TTFatal
+from .base import require_device_tensor, require_layout, require_same_device, run_op
+
+
+class EmbeddingsType(enum.Enum):
+    GENERIC = 0
+    PADDED = 1
+    BINARY = 2
+
+    def __repr__(self) -> str:
+        return f"EmbeddingsType.{self.name}"
+
+    __str__ = __repr__
+
+
+def embedding(
+    input_tensor: Tensor,
+    weight: Tensor,
+    *,
+    padding_idx: int | None = None,
+    layout: Layout | None = None,
+    embeddings_type: EmbeddingsType = EmbeddingsType.GENERIC,
+    dtype: DataType | None = None,
+    memory_config: MemoryConfig | None = None,
+    output_tensor: Tensor | None = None,
+) -> Tensor:
+    """Rows of ``weight`` ([vocab, hidden], any leading 1s) picked by ``input_tensor`` ([batch, seq]).
+
+    Output ``[batch, seq, hidden]`` in ``layout`` (default: the weight's layout, ROW_MAJOR),
+    dtype ``dtype`` (default: the weight's). ``padding_idx`` (PADDED embeddings) gives zero
+    rows for that token; BINARY embeddings (vocab of 2) are plain lookups here too. A token
+    id outside ``[0, vocab)`` raises when the device reaches the command (a card would read
+    whatever memory lies past the table).
+    """
+    op = "embedding"
+    ids = require_device_tensor(op, "input_tensor", input_tensor)
+    w = require_device_tensor(op, "weight", weight)
+    require_same_device(op, {"input_tensor": ids, "weight": w})
+    if ids._dtype not in (DataType.UINT32, DataType.BFLOAT16):
+        raise TTFatal(f"{op}: input_tensor must be UINT32 (or BFLOAT16) token ids, got {_describe(ids)}")
+    require_layout(op, "input_tensor", ids, Layout.ROW_MAJOR)
+    require_layout(op, "weight", w, Layout.ROW_MAJOR)
+    if w._dtype not in (DataType.BFLOAT16, DataType.FLOAT32):
+        raise TTFatal(f"{op}: weight must be BFLOAT16 or FLOAT32, got {_describe(w)}")
+    wshape = list(w._shape)
+    if len(wshape) < 2 or any(d != 1 for d in wshape[:-2]):
+        raise TTFatal(f"{op}: weight must be [vocab, hidden] (leading dims 1), got {_describe(w)}")
+    ishape = list(ids._shape)
+    if not 1 <= len(ishape) <= 4 or any(d != 1 for d in ishape[1:-1]):
+        raise TTFatal(f"{op}: input_tensor must be [batch, seq] (or [batch, 1, 1, seq]), got {_describe(ids)}")
+    if not isinstance(embeddings_type, EmbeddingsType):
+        raise TTFatal(f"{op}: embeddings_type must be a ttnn.EmbeddingsType, got {embeddings_type!r}")
+    if output_tensor is not None:
+        raise TTFatal(f"{op}: output_tensor= is not modelled by ttsim; use the returned tensor")
+    vocab, hidden = wshape[-2], wshape[-1]
+    batch = ishape[0] if len(ishape) > 1 else 1
+    seq = ishape[-1]
+    out_layout = w._layout if layout is None else layout
+    out_dtype = w._dtype if dtype is None else dtype
+    if not isinstance(out_layout, Layout) or out_layout == Layout.INVALID:
+        raise TTFatal(f"{op}: layout must be ROW_MAJOR_LAYOUT or TILE_LAYOUT, got {layout!r}")
+    pad = padding_idx
+
+    def math(tok, table):
+        idx = tok.reshape(batch, seq).to(torch.int64)
+        if ids._dtype == DataType.UINT32:
+            idx = idx & 0xFFFFFFFF
+        bad = (idx < 0) | (idx >= vocab)
+        if bool(bad.any()):
+            first = idx[bad][0].item()
+            raise TTFatal(f"{op}: token id {first} in input_tensor is outside the weight's vocab [0, {vocab})")
+        out = table.reshape(vocab, hidden)[idx]
+        if pad is not None:
+            out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
+        return out
+
+    return run_op(op, [ids, w], (batch, seq, hidden), out_dtype, out_layout, math, memory_config=memory_config)
