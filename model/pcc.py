@@ -22,6 +22,9 @@ test gate must not pass on a broken kernel:
 7. otherwise the Pearson coefficient of the flattened float64 tensors,
    ``passed = value >= pcc``.
 
+As in tt-metal, ``calculated`` is first cast to ``golden``'s dtype when they differ (a
+bf16 golden rounds an fp32 result to bf16; a float64 golden loses nothing).
+
 The element counts must match (tt-metal squeezes then flattens; so do we, shapes
 [1, n] and [n] compare fine); a different count raises ValueError.
 """
@@ -36,9 +39,12 @@ import torch
 __all__ = ["comp_pcc", "comp_allclose", "assert_with_pcc", "pcc_value"]
 
 
-def _as_f64(x) -> torch.Tensor:
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
-    return t.detach().to("cpu", torch.float64).reshape(-1)
+def _as_tensor(x) -> torch.Tensor:
+    return (x if isinstance(x, torch.Tensor) else torch.as_tensor(x)).detach().cpu()
+
+
+def _as_f64(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float64).reshape(-1)
 
 
 def _nonfinite_agree(g: torch.Tensor, c: torch.Tensor) -> bool:
@@ -52,7 +58,10 @@ def _nonfinite_agree(g: torch.Tensor, c: torch.Tensor) -> bool:
 
 def comp_pcc(golden, calculated, pcc: float = 0.99, *, strict_nonfinite: bool = True) -> Tuple[bool, float]:
     """Pearson correlation gate with tt-metal semantics (see the module docstring)."""
-    g, c = _as_f64(golden), _as_f64(calculated)
+    g, c = _as_tensor(golden), _as_tensor(calculated)
+    if c.dtype != g.dtype:  # as tt-metal: calculated is first cast to golden's dtype
+        c = c.to(g.dtype)
+    g, c = _as_f64(g), _as_f64(c)
     if g.numel() != c.numel():
         raise ValueError(f"comp_pcc: element counts differ ({g.numel()} vs {c.numel()})")
     g_nan, c_nan = torch.isnan(g), torch.isnan(c)

@@ -1,7 +1,7 @@
 """ttsim: a deterministic fake Tenstorrent device speaking the subset of ttnn the model uses.
 
 Import it where you would import ttnn: ``import ttsim as ttnn``. Names, signatures and
-defaults mirror ttnn 0.81.1 (checked by tests/test_conformance.py against the real
+defaults mirror ttnn 0.81.1 (checked by tests/ttsim/test_conformance.py against the real
 package); what ttsim adds beyond ttnn is listed in :data:`EXTENSIONS`.
 """
 
@@ -30,12 +30,15 @@ from .tensor import (
     ShardTensorToMesh,
     Tensor,
     allocate_tensor_on_device,
+    concat_mesh_to_tensor_composer,
     copy_device_to_host_tensor,
     copy_host_to_device_tensor,
     deallocate,
     from_device,
     from_torch,
     get_device_tensors,
+    replicate_tensor_to_mesh_mapper,
+    shard_tensor_to_mesh_mapper,
     to_device,
     to_torch,
 )
@@ -46,6 +49,7 @@ from .types import (
     TILE_LAYOUT,
     TILE_SIZE,
     BufferType,
+    ChunkGdnWyInverse,
     CoreCoord,
     DataType,
     Layout,
@@ -65,6 +69,7 @@ from .types import (
 )
 from .ops.data_movement import to_layout, typecast
 from .ops.eltwise import (
+    SigmoidMode,
     add,
     divide,
     eq,
@@ -110,6 +115,8 @@ from .ops.attention import SDPAProgramConfig
 Device = MeshDevice
 
 #: Names ttsim exports that real ttnn 0.81.1 does not: simulation controls and debugging.
+#: tests/ttsim/test_conformance.py fails on any other ttsim name real ttnn lacks, and on an
+#: entry here that real ttnn does have. Keys are paths below ``ttsim`` (``"x"``, ``"transformer.x"``).
 EXTENSIONS = {
     "DEFAULT_SEED": "the documented default of TTSIM_SEED",
     "get_seed": "the seed in force (TTSIM_SEED or set_seed)",

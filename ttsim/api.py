@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .device import DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, Event, MeshDevice
+from .device import DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, DEFAULT_WORKER_L1_SIZE, Event, MeshDevice
 from .types import MeshShape, TTFatal
 
 #: chips in the simulated system: the production host has two p150a cards
@@ -49,10 +49,10 @@ def open_device(
     l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
     trace_region_size: int = DEFAULT_TRACE_REGION_SIZE,
     dispatch_core_config=None,
-    worker_l1_size: int | None = None,
+    worker_l1_size: int = DEFAULT_WORKER_L1_SIZE,
     num_command_queues: int = 1,
 ) -> MeshDevice:
-    """Open one chip (a 1x1 mesh)."""
+    """Open one chip (a 1x1 mesh). ``worker_l1_size`` 0 means the hardware default."""
     _check_sizes("open_device", l1_small_size, trace_region_size, num_command_queues)
     _claim([device_id], "open_device")
     dev = MeshDevice(MeshShape(1, 1), [device_id], l1_small_size=l1_small_size,
@@ -67,16 +67,18 @@ def close_device(device: MeshDevice) -> None:
 
 def open_mesh_device(
     mesh_shape: MeshShape | None = None,
-    *,
     l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
     trace_region_size: int = DEFAULT_TRACE_REGION_SIZE,
     num_command_queues: int = 1,
     dispatch_core_config=None,
     offset=None,
-    physical_device_ids: list[int] | None = None,
-    worker_l1_size: int | None = None,
+    physical_device_ids: list[int] = (),
+    worker_l1_size: int = DEFAULT_WORKER_L1_SIZE,
 ) -> MeshDevice:
-    """Open a rows x cols mesh of chips (production: MeshShape(1, 2))."""
+    """Open a rows x cols mesh of chips (production: MeshShape(1, 2)).
+
+    ``physical_device_ids`` empty means chips 0..n-1; ``worker_l1_size`` 0 means the hardware default.
+    """
     if mesh_shape is None:
         mesh_shape = MeshShape(1, GetNumAvailableDevices())
     if isinstance(mesh_shape, (tuple, list)):
@@ -86,7 +88,7 @@ def open_mesh_device(
     _check_sizes("open_mesh_device", l1_small_size, trace_region_size, num_command_queues)
     n = mesh_shape.mesh_size()
     available = GetNumAvailableDevices()
-    if physical_device_ids is None:
+    if not physical_device_ids:
         if n > available:
             raise TTFatal(
                 f"open_mesh_device: requested {mesh_shape!r} ({n} chips) but the system has {available}"
@@ -117,7 +119,7 @@ def _close(device: MeshDevice, what: str) -> None:
             del _open_chips[cid]
 
 
-def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_ids=None) -> None:
+def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_ids=()) -> None:
     """Block until the device has executed everything enqueued (on ``cq_id``, or all queues)."""
     _device(device, "synchronize_device")
     if cq_id is not None:
@@ -125,35 +127,45 @@ def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_
     device.finish(cq_id)
 
 
-def record_event(mesh_device: MeshDevice, cq_id: int, sub_device_ids=None) -> Event:
+def record_event(mesh_device: MeshDevice, cq_id: int | None = None, sub_device_ids=(), device_range=None) -> Event:
+    """Record an event on queue ``cq_id`` (default 0). ``device_range`` (a sub-mesh) is not modelled."""
+    cq_id = 0 if cq_id is None else cq_id
+    if device_range is not None:
+        raise TTFatal("record_event: device_range is not modelled by ttsim")
     _device(mesh_device, "record_event").check_cq(cq_id, "record_event")
     return mesh_device.record_event(cq_id)
 
 
-def wait_for_event(cq_id: int, event: Event) -> None:
-    """Make queue ``cq_id`` of the event's device wait until ``event`` has completed."""
-    if not isinstance(event, Event):
-        raise TTFatal(f"wait_for_event: expected an event from record_event, got {event!r}")
-    event.device.check_cq(cq_id, "wait_for_event")
-    event.device.wait_for_event(cq_id, event)
+def wait_for_event(cq_id: int | None, mesh_event: Event) -> None:
+    """Make queue ``cq_id`` (None = 0) of the event's device wait until ``mesh_event`` has completed.
+
+    ttnn declares ``cq_id=None`` before the required ``mesh_event``, which Python cannot spell;
+    pass both (``wait_for_event(1, event)``), as ttnn code does.
+    """
+    cq_id = 0 if cq_id is None else cq_id
+    if not isinstance(mesh_event, Event):
+        raise TTFatal(f"wait_for_event: expected an event from record_event, got {mesh_event!r}")
+    mesh_event.device.check_cq(cq_id, "wait_for_event")
+    mesh_event.device.wait_for_event(cq_id, mesh_event)
 
 
-def event_synchronize(event: Event) -> None:
-    """Block the host until ``event`` has completed."""
-    if not isinstance(event, Event):
-        raise TTFatal(f"event_synchronize: expected an event from record_event, got {event!r}")
-    event.device.run_until(lambda: event.done)
+def event_synchronize(mesh_event: Event) -> None:
+    """Block the host until ``mesh_event`` has completed."""
+    if not isinstance(mesh_event, Event):
+        raise TTFatal(f"event_synchronize: expected an event from record_event, got {mesh_event!r}")
+    mesh_event.device.run_until(lambda: mesh_event.done)
 
 
-def begin_trace_capture(mesh_device: MeshDevice, cq_id: int = 0) -> int:
-    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(cq_id)
+def begin_trace_capture(mesh_device: MeshDevice, *, cq_id: int | None = None) -> int:
+    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(0 if cq_id is None else cq_id)
 
 
-def end_trace_capture(mesh_device: MeshDevice, trace_id: int, cq_id: int = 0) -> None:
-    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, cq_id)
+def end_trace_capture(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None) -> None:
+    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, 0 if cq_id is None else cq_id)
 
 
-def execute_trace(mesh_device: MeshDevice, trace_id: int, cq_id: int = 0, blocking: bool = True) -> None:
+def execute_trace(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None, blocking: bool = True) -> None:
+    cq_id = 0 if cq_id is None else cq_id
     dev = _device(mesh_device, "execute_trace")
     dev.check_cq(cq_id, "execute_trace")
     dev.execute_trace(trace_id, cq_id, blocking)

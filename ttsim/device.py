@@ -24,8 +24,10 @@ from .memory import ALIGNMENT, DRAM_SIZE, L1_SIZE, Buffer, Region
 from .seed import derive, get_seed, stream
 from .types import BufferType, CoreCoord, DataType, Layout, MeshShape, TraceAllocationWarning, TTFatal
 
-DEFAULT_L1_SMALL_SIZE = 32768
+#: ttnn.device.DEFAULT_* of ttnn 0.81.1 (checked by tests/ttsim/test_conformance.py)
+DEFAULT_L1_SMALL_SIZE = 0
 DEFAULT_TRACE_REGION_SIZE = 0
+DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
 

@@ -7,10 +7,12 @@ image of a buffer, which is what "uninitialized" memory shows, is derived on dem
 :func:`encode` and read back by :func:`decode`.
 
 Block floats (bfloat8_b / bfloat4_b) follow tt-metal's packer: one shared exponent per
-16 consecutive values of a 16x16 face row (the max biased exponent of the 16), each
-mantissa with its hidden bit shifted right by (shared - own exponent) with truncation,
-then rounded to 7 (bfp8) or 3 (bfp4) bits, ties to even, saturating; a zero mantissa
-drops its sign. Zeros (+-0) have exponent 0 and never raise the shared exponent.
+16 consecutive values of a 16x16 face row (the max biased exponent of the 16, inf/NaN
+included), each mantissa with its hidden bit shifted right by (shared - own exponent)
+with truncation, then rounded to 7 (bfp8) or 3 (bfp4) bits, ties to even, saturating; a
+zero mantissa drops its sign. Zeros and float32 subnormals have exponent 0: they never
+raise the shared exponent and flush to +0. Checked bit for bit against the real package
+by tests/ttsim/test_conformance.py.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ def bfp_pack(x: torch.Tensor, dtype: DataType) -> tuple[torch.Tensor, torch.Tens
     ``x`` has a last dim that is a multiple of 16; groups are 16 consecutive values of
     that dim (a face row when the data is tile-padded). Returns exps ``[..., W/16]`` and
     codes ``[..., W/16, 16]``, both int64.
+
+    As ttnn 0.81.1's host packer (bit-exact against conformance/dump_ttnn.py's reference
+    model): shared = the block's largest biased exponent, inf/NaN (255) included; float32
+    subnormals (exponent 0) flush to 0; each 24-bit mantissa is shifted right (truncating) by
+    ``shared - exp``, then rounded to nearest-even on its low ``24 - width`` bits, saturating
+    at ``2**width - 1`` without an exponent carry; a zero code drops its sign.
     """
     width = _MANTISSA_BITS[dtype]
     shift = 24 - width
@@ -63,41 +71,55 @@ def bfp_pack(x: torch.Tensor, dtype: DataType) -> tuple[torch.Tensor, torch.Tens
     bits = _bits(x).reshape(*x.shape[:-1], x.shape[-1] // FACE_SIZE, FACE_SIZE)
     exp = (bits >> 23) & 0xFF
     shared = exp.amax(dim=-1)
-    zero = (bits & 0x7FFFFFFF) == 0
-    mant = (bits & 0x7FFFFF) | (1 << 23)
-    diff = (shared.unsqueeze(-1) - exp).clamp(min=0, max=63)
+    mant = torch.where(exp == 0, torch.zeros_like(bits), (bits & 0x7FFFFF) | (1 << 23))
+    diff = shared.unsqueeze(-1) - exp
     mant = torch.where(diff >= 32, torch.zeros_like(mant), mant >> diff.clamp(max=31))
     rnd = mant & ((1 << shift) - 1)
     mant = mant >> shift
     tie = 1 << (shift - 1)
     mant = mant + ((rnd > tie) | ((rnd == tie) & ((mant & 1) == 1))).to(torch.int64)
     mant = mant.clamp(max=max_val)
-    mant = torch.where(zero, torch.zeros_like(mant), mant)
     sign = torch.where(mant == 0, torch.zeros_like(bits), (bits >> 31) & 1)
     return shared, (sign << width) | mant
 
 
 def bfp_unpack(shared: torch.Tensor, codes: torch.Tensor, dtype: DataType) -> torch.Tensor:
-    """Inverse of :func:`bfp_pack` (tt-metal's convert_bfp_to_u32), float32 ``[..., W]``."""
+    """Inverse of :func:`bfp_pack`, float32 ``[..., W]``.
+
+    A code decodes to ``±q * 2**(shared - 127 - (width - 1))`` (float32, so tiny results
+    become subnormal or 0). With shared exponent 255, a ``q`` with its leading bit set is
+    inf (fraction 0) or a NaN keeping the sign and the stored fraction bits.
+    """
     width = _MANTISSA_BITS[dtype]
     sign = (codes >> width) & 1
-    man = codes & ((1 << width) - 1)
-    nz = man != 0
-    # leading-one position: shift until the top mantissa bit is set
-    msb = torch.floor(torch.log2(man.clamp(min=1).to(torch.float64))).to(torch.int64)
-    shift_cnt = (width - 1) - msb
-    man_out = ((man << (shift_cnt + 1)) & ((1 << width) - 1)) << (23 - width)
-    exp_out = (shared.unsqueeze(-1) - shift_cnt) & 0xFFFFFFFF
-    bits = (sign << 31) | ((exp_out << 23) & 0xFFFFFFFF) | man_out
-    bits = torch.where(nz, bits, sign << 31)
+    q = codes & ((1 << width) - 1)
+    scale = torch.exp2((shared.unsqueeze(-1) - 127 - (width - 1)).to(torch.float64))
+    val = (q.to(torch.float64) * scale).to(torch.float32)
+    bits = _bits(val) | (sign << 31)
+    top = 1 << (width - 1)
+    special = (sign << 31) | 0x7F800000 | ((q & (top - 1)) << (24 - width))
+    bits = torch.where((shared.unsqueeze(-1) == 255) & (q >= top), special, bits)
     out = _from_bits(bits)
     return out.reshape(*codes.shape[:-2], codes.shape[-2] * codes.shape[-1])
+
+
+_BF16_NAN = torch.tensor(0x7FC0, dtype=torch.int16).view(torch.bfloat16)
+
+
+def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
+    """float -> bfloat16 as ttnn's host conversion: round to nearest even; any NaN -> 0x7FC0."""
+    y = x.to(torch.bfloat16)
+    if x.is_floating_point():
+        nan = torch.isnan(x)
+        if bool(nan.any()):  # torch's vectorised paths may keep the sign or give 0xFFFF
+            y = torch.where(nan, _BF16_NAN, y)
+    return y
 
 
 def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     """Round float/int data to what ``dtype`` stores, in its storage form."""
     if dtype == DataType.BFLOAT16:
-        return x.to(torch.bfloat16)
+        return to_bfloat16(x)
     if dtype == DataType.FLOAT32:
         return x.to(torch.float32)
     if dtype in BLOCK_FLOATS:

@@ -18,6 +18,7 @@ from .types import (
     MemoryConfig,
     Shape,
     TTFatal,
+    reported_padded_shape,
     tile_padded,
 )
 
@@ -63,7 +64,8 @@ class Tensor:
 
     @property
     def padded_shape(self) -> Shape:
-        return self._padded
+        """As ttnn reports it (rank 1 reports rank 2); ttsim's storage keeps ``_padded``."""
+        return Shape(reported_padded_shape(self._shape)) if self._layout == Layout.TILE else self._padded
 
     @property
     def dtype(self) -> DataType:
@@ -99,22 +101,30 @@ class Tensor:
         """Address of the first chip's buffer (ttnn's buffer_address())."""
         return self._live_buffers("buffer_address")[0].address
 
-    def volume(self) -> int:
+    def logical_volume(self) -> int:
+        """Number of logical elements (the product of ``shape``)."""
         v = 1
         for d in self._shape:
             v *= d
         return v
 
+    def volume(self) -> int:
+        """Number of elements including tile padding (the product of ``padded_shape``), as ttnn."""
+        v = 1
+        for d in self.padded_shape:
+            v *= d
+        return v
+
     def cpu(self, blocking: bool = True, cq_id: int | None = None) -> "Tensor":
-        return from_device(self, blocking=blocking, cq_id=cq_id)
+        return from_device(self, blocking=blocking, queue_id=cq_id)
 
     def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
-        return to_device(self, device, memory_config=mem_config, cq_id=cq_id)
+        return to_device(self, device, memory_config=mem_config, queue_id=cq_id)
 
-    def to_torch(self) -> torch.Tensor:
-        return to_torch(self)
+    def to_torch(self, mesh_composer=None) -> torch.Tensor:
+        return to_torch(self, mesh_composer=mesh_composer)
 
-    def deallocate(self, force: bool = True) -> None:
+    def deallocate(self, force: bool = False) -> None:
         deallocate(self, force=force)
 
     def __repr__(self) -> str:
@@ -173,6 +183,21 @@ class ConcatMeshToTensor:
         return torch.cat(shards, dim=self.concat_dim)
 
 
+def replicate_tensor_to_mesh_mapper(mesh_device: MeshDevice) -> ReplicateTensorToMesh:
+    """ttnn's function form of :class:`ReplicateTensorToMesh`."""
+    return ReplicateTensorToMesh(mesh_device)
+
+
+def shard_tensor_to_mesh_mapper(mesh_device: MeshDevice, dim: int) -> ShardTensorToMesh:
+    """ttnn's function form of :class:`ShardTensorToMesh`."""
+    return ShardTensorToMesh(mesh_device, dim)
+
+
+def concat_mesh_to_tensor_composer(mesh_device: MeshDevice, dim: int) -> ConcatMeshToTensor:
+    """ttnn's function form of :class:`ConcatMeshToTensor`."""
+    return ConcatMeshToTensor(mesh_device, dim)
+
+
 # -- conversions --------------------------------------------------------------------
 
 def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value: float) -> torch.Tensor:
@@ -199,13 +224,22 @@ def from_torch(
     spec=None,
     tile=None,
     pad_value: float | None = None,
-    layout: Layout | None = Layout.ROW_MAJOR,
+    layout: Layout | None = None,
     device: MeshDevice | None = None,
     memory_config: MemoryConfig | None = None,
     mesh_mapper=None,
-    cq_id: int | None = 0,
+    cq_id: int | None = None,
+    preserve_nan_values: bool = False,
+    col_tilize: bool = False,
+    enable_bfloat_opt: bool = False,
 ) -> Tensor:
-    """Convert a torch tensor to a ttnn tensor (on host, or on ``device``)."""
+    """Convert a torch tensor to a ttnn tensor (on host, or on ``device``).
+
+    ``layout=None`` keeps ROW_MAJOR. ``preserve_nan_values`` and ``enable_bfloat_opt`` change
+    nothing in the host conversion (as in ttnn 0.81.1); ``col_tilize`` is not modelled.
+    """
+    if col_tilize:
+        raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:
@@ -232,7 +266,7 @@ def from_torch(
     host = [_storage_of(s.detach(), dtype, layout, pad) for s in shards]
     out = Tensor(tuple(shards[0].shape), dtype, layout, host=host)
     if device is not None:
-        out = to_device(out, device, memory_config=memory_config, cq_id=cq_id)
+        out = to_device(out, device, memory_config=memory_config, queue_id=cq_id)
     return out
 
 
@@ -247,13 +281,13 @@ def to_torch(
     torch_rank: int | None = None,
     mesh_composer=None,
     device=None,
-    cq_id: int | None = 0,
+    cq_id: int | None = None,
 ) -> torch.Tensor:
     """Convert a ttnn tensor to torch; a device tensor is read back (blocking) first."""
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"to_torch: expected a ttnn Tensor, got {type(tensor).__name__}")
     if tensor._device is not None:
-        tensor = from_device(tensor, blocking=True, cq_id=cq_id)
+        tensor = from_device(tensor, blocking=True, queue_id=cq_id)
     if tensor._pending is not None and not tensor._pending.done:
         # read not landed: the host buffer still holds what it held before
         tensor._pending.device.stats["stale_host_reads"] += 1
@@ -276,16 +310,16 @@ def to_torch(
     return out.to(dtype) if dtype is not None else out
 
 
-def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | None = None,
-              cq_id: int | None = 0) -> Tensor:
-    """Allocate on ``device`` and enqueue the host-to-device write."""
+def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | None = None, *,
+              queue_id: int | None = None) -> Tensor:
+    """Allocate on ``device`` and enqueue the host-to-device write (on queue ``queue_id``, default 0)."""
     if not isinstance(device, MeshDevice):
         raise TTFatal(f"to_device: expected a MeshDevice, got {type(device).__name__}")
     if tensor._device is not None:
         if tensor._device is device:
             return tensor
         raise TTFatal(f"to_device: {_describe(tensor)} is already on another device")
-    cq = 0 if cq_id is None else cq_id
+    cq = 0 if queue_id is None else queue_id
     device.check_open("to_device")
     device.check_cq(cq, "to_device")
     host = tensor._host
@@ -313,13 +347,13 @@ def _host_junk(t: Tensor, label: str) -> list[torch.Tensor]:
     return [numerics.decode(raw, t._dtype, t._layout, tuple(t._padded)) for _ in t._buffers]
 
 
-def from_device(tensor: Tensor, blocking: bool = True, cq_id: int | None = 0) -> Tensor:
-    """Read a device tensor back into a new host tensor."""
+def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None = None) -> Tensor:
+    """Read a device tensor back into a new host tensor (on queue ``queue_id``, default 0)."""
     bufs = tensor._live_buffers("from_device")
     out = Tensor(tensor._shape, tensor._dtype, tensor._layout, host=None)
     if not blocking:
         out._host = _host_junk(tensor, "from_device")
-    _enqueue_read(tensor, bufs, out, blocking, 0 if cq_id is None else cq_id, "from_device")
+    _enqueue_read(tensor, bufs, out, blocking, 0 if queue_id is None else queue_id, "from_device")
     return out
 
 
@@ -340,7 +374,7 @@ def _enqueue_read(src: Tensor, bufs: list[Buffer], dst: Tensor, blocking: bool, 
         dst._pending = cmd
 
 
-def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id: int = 0) -> None:
+def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id: int | None = None) -> None:
     """Write ``host_tensor`` into the existing buffers of ``device_tensor`` (same spec)."""
     bufs = device_tensor._live_buffers("copy_host_to_device_tensor")
     if host_tensor._device is not None:
@@ -354,6 +388,7 @@ def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id
             f"copy_host_to_device_tensor: host tensor has {len(host)} shards, device tensor {len(bufs)}"
         )
     device = device_tensor._device
+    cq_id = 0 if cq_id is None else cq_id
     device.check_cq(cq_id, "copy_host_to_device_tensor")
     snapshot = [h.clone() for h in host]
 
@@ -365,13 +400,14 @@ def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id
 
 
 def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, blocking: bool = True,
-                               cq_id: int = 0) -> None:
+                               cq_id: int | None = None) -> None:
     """Read ``device_tensor`` into the existing ``host_tensor``; non-blocking reads land later."""
     bufs = device_tensor._live_buffers("copy_device_to_host_tensor")
     if host_tensor._device is not None:
         raise TTFatal(f"copy_device_to_host_tensor: destination must be a host tensor, got {_describe(host_tensor)}")
     _check_same_spec("copy_device_to_host_tensor", host_tensor, device_tensor)
-    _enqueue_read(device_tensor, bufs, host_tensor, blocking, cq_id, "copy_device_to_host_tensor")
+    _enqueue_read(device_tensor, bufs, host_tensor, blocking, 0 if cq_id is None else cq_id,
+                  "copy_device_to_host_tensor")
 
 
 def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
@@ -379,9 +415,10 @@ def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
         raise TTFatal(f"{what}: tensor specs differ: {_describe(a)} vs {_describe(b)}")
 
 
-def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, device: MeshDevice,
+def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, mesh_device: MeshDevice,
                               memory_config: MemoryConfig | None = None) -> Tensor:
     """A device tensor whose contents are whatever its memory held: UNINITIALIZED."""
+    device = mesh_device
     if not isinstance(device, MeshDevice):
         raise TTFatal(f"allocate_tensor_on_device: expected a MeshDevice, got {type(device).__name__}")
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:

@@ -9,6 +9,17 @@ TILE_SIZE = 32
 FACE_SIZE = 16
 
 
+def _tt_enum(cls):
+    """Make an enum print like ttnn's nanobind enums: ``DataType.BFLOAT16`` (repr and str)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    cls.__repr__ = cls.__str__ = __repr__
+    return cls
+
+
+@_tt_enum
 class DataType(enum.Enum):
     BFLOAT16 = 0
     FLOAT32 = 1
@@ -18,45 +29,51 @@ class DataType(enum.Enum):
     UINT8 = 5
     UINT16 = 6
     INT32 = 7
-    INVALID = 8
-
-    def __repr__(self) -> str:
-        return f"DataType.{self.name}"
-
-    __str__ = __repr__
+    FP8_E4M3 = 8
+    INT8 = 9
+    INVALID = 10
 
 
+@_tt_enum
 class Layout(enum.Enum):
     ROW_MAJOR = 0
     TILE = 1
     INVALID = 2
 
-    def __repr__(self) -> str:
-        return f"Layout.{self.name}"
 
-    __str__ = __repr__
-
-
+@_tt_enum
 class BufferType(enum.Enum):
     DRAM = 0
     L1 = 1
-    SYSTEM_MEMORY = 2
     L1_SMALL = 3
     TRACE = 4
 
 
+@_tt_enum
 class TensorMemoryLayout(enum.Enum):
     INTERLEAVED = 0
     HEIGHT_SHARDED = 2
     WIDTH_SHARDED = 3
     BLOCK_SHARDED = 4
+    ND_SHARDED = 5
 
 
+@_tt_enum
 class MathFidelity(enum.Enum):
     LoFi = 0
     HiFi2 = 2
     HiFi3 = 3
     HiFi4 = 4
+    Invalid = 255
+
+
+@_tt_enum
+class ChunkGdnWyInverse(enum.Enum):
+    """ttnn.ChunkGdnWyInverse: how chunk_gated_delta_rule inverts its WY matrix (ttsim: exact either way)."""
+
+    AUTO = 0
+    HORNER = 1
+    FORWARD_SUBSTITUTION = 2
 
 
 bfloat16 = DataType.BFLOAT16
@@ -97,6 +114,12 @@ class MemoryConfig:
     def is_sharded(self) -> bool:
         return self.memory_layout != TensorMemoryLayout.INTERLEAVED
 
+    def __repr__(self) -> str:  # ttnn's C++ format
+        shard = "std::nullopt" if self.shard_spec is None else repr(self.shard_spec)
+        return (f"MemoryConfig(memory_layout=TensorMemoryLayout::{self.memory_layout.name},"
+                f"buffer_type=BufferType::{self.buffer_type.name},shard_spec={shard},nd_shard_spec=std::nullopt,"
+                f"created_with_nd_shard_spec=0,per_core_allocation=0,range_lockstep_allocation=0)")
+
 
 DRAM_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.DRAM)
 L1_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.L1)
@@ -105,12 +128,30 @@ L1_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.L1)
 class Shape(tuple):
     """ttnn.Shape: a tuple of ints that prints like ttnn's."""
 
-    def __new__(cls, dims):
-        return super().__new__(cls, (int(d) for d in dims))
+    def __new__(cls, shape):
+        return super().__new__(cls, (int(d) for d in shape))
 
     @property
     def rank(self) -> int:
         return len(self)
+
+    def to_rank(self, rank: int, /) -> "Shape":
+        """Pad with leading 1s (or drop leading 1s) to ``rank`` dims."""
+        dims = list(self)
+        while len(dims) > rank:
+            if dims[0] != 1:
+                raise TTFatal(f"Shape.to_rank: cannot drop dim {dims[0]} of {self!r} to reach rank {rank}")
+            dims.pop(0)
+        return Shape([1] * (rank - len(dims)) + dims)
+
+    def __eq__(self, other) -> bool:  # ttnn.Shape == [1, 2] and == (1, 2)
+        return tuple.__eq__(self, tuple(other) if isinstance(other, list) else other)
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = tuple.__hash__
 
     def __repr__(self) -> str:
         return f"Shape([{', '.join(map(str, self))}])"
@@ -119,7 +160,7 @@ class Shape(tuple):
 
 
 class MeshShape:
-    """ttnn.MeshShape(rows, cols)."""
+    """ttnn.MeshShape(rows, cols), or MeshShape([rows, cols]). Iterable and indexable; no len()."""
 
     def __init__(self, *dims):
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
@@ -134,8 +175,9 @@ class MeshShape:
     def __iter__(self):
         return iter(self._dims)
 
-    def __len__(self) -> int:
-        return 2
+    def dims(self) -> int:
+        """Number of mesh dimensions (ttsim meshes are 2-D)."""
+        return len(self._dims)
 
     def mesh_size(self) -> int:
         return self._dims[0] * self._dims[1]
@@ -155,6 +197,9 @@ class CoreCoord:
     x: int
     y: int
 
+    def __repr__(self) -> str:  # ttnn prints "x-y"
+        return f"{self.x}-{self.y}"
+
 
 class TTFatal(RuntimeError):
     """A ttnn-style fatal error: what was wrong, raised at the call that did it."""
@@ -168,7 +213,11 @@ class TraceAllocationWarning(UserWarning):
 
 
 def tile_padded(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Padded shape in TILE layout: the last two dims round up to 32 (rank 1 pads width)."""
+    """Storage shape in TILE layout: the last two dims round up to 32 (rank 1 pads its width only).
+
+    This is ttsim's internal storage form; what ``Tensor.padded_shape`` reports is
+    :func:`reported_padded_shape`.
+    """
     dims = list(shape)
     if not dims:
         return (TILE_SIZE, TILE_SIZE)
@@ -176,3 +225,15 @@ def tile_padded(shape: tuple[int, ...]) -> tuple[int, ...]:
     if len(dims) >= 2:
         dims[-2] = -(-dims[-2] // TILE_SIZE) * TILE_SIZE
     return tuple(dims)
+
+
+def reported_padded_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``padded_shape`` of a TILE tensor as ttnn 0.81.1 reports it: the last two dims round up to 32.
+
+    Rank 0 and 1 become rank 2 (``[5]`` -> ``[32, 32]``, ``[33]`` -> ``[32, 64]``); a 0-sized
+    dim stays 0 (``[2, 0, 5]`` -> ``[2, 0, 32]``).
+    """
+    dims = list(shape)
+    if len(dims) < 2:
+        dims = [1] * (2 - len(dims)) + dims
+    return tile_padded(tuple(dims))

@@ -36,6 +36,13 @@ Kernels
   rows whose position is -1 are skipped (their ``out`` rows are left untouched).
 * :func:`paged_update_cache` / :func:`paged_fill_cache` -- in-place paged cache writes.
 
+Threads and determinism: the q chunks of a call (and the rows of a decode) are spread
+over ``torch.get_num_threads()`` Python threads that each run single-threaded torch ops;
+for the call's duration the global intra-op thread count is 1 (restored afterwards).
+Every chunk is computed by the same ops whichever thread runs it, so outputs are bitwise
+identical for any thread count (and the kernel is not slowed down by OpenMP barriers on a
+busy machine).
+
 Bounds: a position whose page index is beyond the page table, or whose block id is not
 a block of the cache, raises ``IndexError`` naming the batch row and position (a real card
 would read or write out of range; the fake refuses). Cache writes validate every row
@@ -45,6 +52,7 @@ before writing anything, so a refused call leaves the cache untouched.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
 import torch
@@ -145,7 +153,10 @@ def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask) -> b
     qc, kc = qe - qs, ke - ks
     masked = False
     if attn_mask is not None:
-        s.view(b, nqh, qc, kc).add_(attn_mask[:, :, qs:qe, ks:ke])  # broadcasts b / heads of 1
+        blk = attn_mask[:, :, qs:qe, ks:ke]
+        if blk.dtype != _F32:
+            blk = blk.to(_F32)
+        s.view(b, nqh, qc, kc).add_(blk)  # broadcasts a batch / head dim of 1
         masked = True
     # Causal: the block needs masking only if its last key lies beyond the position of
     # the chunk's first query row (q_offset + qs).
@@ -197,23 +208,30 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
     """
     bb, rows, _ = qb.shape
     sk, dv = kT.shape[2], vf.shape[2]
+    k_end = _causal_key_end(sk, causal, q_offset, qe)
     m = torch.full((bb, rows), _NEG_INF, dtype=_F32)  # running max
     l = torch.zeros((bb, rows), dtype=_F32)  # running sum
     acc = torch.zeros((bb, rows, dv), dtype=_F32)  # unnormalised output
+    # Workspace reused by every KV chunk: the score block and its softmax.
+    width = min(k_chunk, k_end)
+    s_buf = torch.empty(bb * rows * width, dtype=_F32)
+    p_buf = torch.empty(bb * rows * width, dtype=_F32)
+    pv = torch.empty((bb, rows, dv), dtype=_F32)
     seen_mask = False
     # KV chunks entirely above the diagonal (ks >= q_offset + qe) are never visited.
-    for ks in range(0, _causal_key_end(sk, causal, q_offset, qe), k_chunk):
-        ke = min(sk, ks + k_chunk)
-        s = torch.bmm(qb, kT[:, :, ks:ke])
+    for ks in range(0, k_end, k_chunk):
+        # The chunk's columns past k_end (the last key any row of this q chunk sees)
+        # would all be masked to -inf, contributing exactly 0: they are not computed.
+        ke = min(k_end, ks + k_chunk)
+        n = bb * rows * (ke - ks)
+        s = torch.bmm(qb, kT[:, :, ks:ke], out=s_buf[:n].view(bb, rows, ke - ks))
         masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=ks, ke=ke, causal=causal,
                               q_offset=q_offset, attn_mask=attn_mask)
         seen_mask |= masked
         m_blk = s.amax(dim=-1)  # chunk row max
-        p = torch.softmax(s, dim=-1)
-        del s
+        p = torch.softmax(s, dim=-1, out=p_buf[:n].view(bb, rows, ke - ks))
         p_max = p.amax(dim=-1)  # = exp(0) / l_blk: the chunk's row sum, inverted
-        pv = torch.bmm(p, vf[:, ks:ke])
-        del p
+        torch.bmm(p, vf[:, ks:ke], out=pv)
         m_new = torch.maximum(m, m_blk)
         # A row that has seen only -inf keeps m = -inf: subtract 0 instead of -inf so
         # exp gives 0, not NaN (exp(-inf - -inf)).
@@ -254,6 +272,33 @@ def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_
     out.copy_(o.view(b, nqh, qc, dv))
 
 
+def _for_each(items, fn) -> None:
+    """Run ``fn(item)`` for every item, spread over ``torch.get_num_threads()`` Python
+    threads, each running single-threaded torch ops (the ops release the GIL).
+
+    Why not torch's own intra-op threads: a chunk is ~10 small ops, each an OpenMP
+    parallel region with a barrier; on a busy 2-core box every barrier waits for a
+    descheduled thread and the kernel runs several times slower than on one thread.
+    Independent chunks per thread have no barrier. Every chunk is computed by the same
+    single-threaded ops whichever thread runs it, so results are bitwise identical for
+    any thread count. The global intra-op thread count is set to 1 for the duration of
+    the call and restored afterwards.
+    """
+    workers = min(torch.get_num_threads(), len(items))
+    if workers <= 1:
+        for it in items:
+            fn(it)
+        return
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ttsim-sdpa") as ex:
+            for _ in ex.map(fn, items):  # re-raises the first exception
+                pass
+    finally:
+        torch.set_num_threads(prev)
+
+
 def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size):
     (b, nqh, nkv, sq, sk, d, dv), scale = _validate_common(
         q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask
@@ -261,11 +306,17 @@ def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_si
     kf, vf = _kv_f32(k), _kv_f32(v)
     kT = kf.transpose(1, 2)  # view [b*nkv, d, sk]
     out = torch.empty((b, nqh, sq, dv), dtype=_F32)
-    for qs in range(0, sq, q_chunk_size):
+    causal = bool(is_causal)
+
+    def one_chunk(qs: int) -> None:
         qe = min(sq, qs + q_chunk_size)
         chunk_fn(_q_block(q, qs, qe, scale, nkv), kT, vf, b=b, nqh=nqh, qs=qs, qe=qe,
-                 causal=bool(is_causal), q_offset=q_offset, attn_mask=attn_mask,
+                 causal=causal, q_offset=q_offset, attn_mask=attn_mask,
                  k_chunk=k_chunk_size, out=out[:, :, qs:qe])
+
+    # Heaviest (causal: last) chunks first, so the pool's tail is short.
+    starts = list(range(0, sq, q_chunk_size))
+    _for_each(starts[::-1] if causal else starts, one_chunk)
     return out
 
 
@@ -487,12 +538,16 @@ def paged_sdpa_decode(
         _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
         plan.append((r, _pages_for(rows[r], r, p + 1, bs, nb), p + 1))
     fn = sdpa_streaming if streaming else sdpa_legacy
-    for r, blocks, length in plan:
+
+    def one_row(item) -> None:
+        r, blocks, length = item
         k = _gather(k_cache, blocks, length).unsqueeze(0)  # [1, nkv, L, d]
         v = _gather(v_cache, blocks, length).unsqueeze(0)
         qr = q[0, r].reshape(1, nqh, 1, d)
         o = fn(qr, k, v, scale=scale, is_causal=False, q_chunk_size=1, k_chunk_size=k_chunk_size)
         out[0, r].copy_(o[0, :, 0, :])
+
+    _for_each(plan, one_row)  # rows are independent; each writes only its own out row
     return out
 
 

@@ -17,7 +17,7 @@ import torch
 from ..kernels import attention as K
 from ..kernels import gdn as G
 from ..tensor import Tensor, _describe
-from ..types import INTEGER_TYPES, TILE_SIZE, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
+from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
 from .base import logical, require_device_tensor, require_layout, require_same_device, run_inplace, run_op
 
 log = logging.getLogger("ttsim")
@@ -54,6 +54,15 @@ class SDPAProgramConfig:
         self.max_k_splits = max_k_splits
         self.matmul_math_fidelity = matmul_math_fidelity
         self.segmented_accumulation = segmented_accumulation
+
+    def __repr__(self) -> str:  # ttnn's C++ format
+        def show(v):
+            return "std::nullopt" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+        names = ("compute_with_storage_grid_size", "sub_core_grids", "q_chunk_size", "k_chunk_size",
+                 "exp_approx_mode", "max_cores_per_head_batch", "max_k_splits", "matmul_math_fidelity",
+                 "segmented_accumulation")
+        return "SDPAProgramConfig(" + ", ".join(f"{n}={show(getattr(self, n))}" for n in names) + ")"
 
 
 _DEFAULT_CHUNK = 32
@@ -344,7 +353,7 @@ def chunk_gated_delta_rule(
     use_qk_l2norm: bool = False,
     output_head_major: bool = False,
     program_config=None,
-    wy_inverse=None,
+    wy_inverse: ChunkGdnWyInverse = ChunkGdnWyInverse.AUTO,
     memory_config: MemoryConfig | None = None,
     compute_kernel_config=None,
     eye=None, tril=None, ones=None, masks=None,

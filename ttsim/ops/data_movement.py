@@ -13,8 +13,12 @@ def to_layout(
     dtype: DataType | None = None,
     memory_config: MemoryConfig | None = None,
     sub_core_grids=None,
+    pad_value: float = 0.0,
 ) -> Tensor:
-    """Convert between ROW_MAJOR_LAYOUT and TILE_LAYOUT (padding to 32x32 tiles), on host or device."""
+    """Convert between ROW_MAJOR_LAYOUT and TILE_LAYOUT (padding to 32x32 tiles), on host or device.
+
+    ``pad_value`` fills the tile padding of host tensors; device tile padding is always 0 in ttsim.
+    """
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"to_layout: expected a ttnn.Tensor, got {type(tensor).__name__}")
     if not isinstance(layout, Layout) or layout == Layout.INVALID:
@@ -27,7 +31,7 @@ def to_layout(
     if tensor._device is None:
         if tensor._pending is not None and not tensor._pending.done:
             tensor._pending.device.wait_command(tensor._pending)
-        host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, 0.0) for h in tensor._host]
+        host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
         return Tensor(tensor._shape, dtype, layout, host=host)
     require_device_tensor("to_layout", "tensor", tensor)
     return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,

@@ -54,6 +54,9 @@ def matmul(
     core_grid=None,
     output_tile=None,
     optional_output_tensor: Tensor | None = None,
+    global_cb=None,
+    sub_device_id=None,
+    prefetcher_pipes=(),
 ) -> Tensor:
     """Matrix product of two TILE-layout device tensors."""
     return _linear("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config,
@@ -75,6 +78,10 @@ def linear(
     core_grid=None,
     output_tile=None,
     optional_output_tensor: Tensor | None = None,
+    global_cb=None,
+    sub_device_id=None,
+    prefetcher_pipes=(),
+    in0_column_offset=None,
 ) -> Tensor:
     """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
     return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,

@@ -21,7 +21,7 @@ def _vector_param(op: str, name: str, t: Tensor, width: int) -> None:
     if t._dtype not in _FLOATS:
         raise TTFatal(f"{op}: {name} must be BFLOAT16, FLOAT32 or BFLOAT8_B, got {_describe(t)}")
     shape = list(t._shape)
-    vol = t.volume()
+    vol = t.logical_volume()
     if t._layout == Layout.TILE:
         ok = shape[-1] == width and vol == width
         want = f"[1, 1, 1, {width}] in TILE_LAYOUT"

@@ -65,7 +65,7 @@ def reshape(
     op = "reshape"
     x = require_device_tensor(op, "input_tensor", input_tensor)
     dims = _ints(op, "shape", shape)
-    vol = x.volume()
+    vol = x.logical_volume()
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise TTFatal(f"{op}: shape {dims} may hold at most one -1 and no other negative dims")
     if -1 in dims:

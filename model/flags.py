@@ -1,0 +1,59 @@
+"""The generator's switchable fixes, and the named arms that combine them."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GeneratorFlags:
+    """Each production fix, switchable per run.
+
+    prefilled_slots_fix  QWEN36_PREFILLED_SLOTS_FIX: record slots prefilled since the last
+                         decode and force the host token for them at the merge.
+    merge_batch_guard    QWEN36_MERGE_BATCH_GUARD: if the device buffer's active pattern
+                         disagrees with the host's, fall back to host tokens for the batch.
+    position_clamp       QWEN36_POSITION_CLAMP: device positions outside [0, max_ctx) are
+                         invalid (-1) before any comparison.
+    merge                merge device state at batch resets; off = always restage the
+                         host's tokens and positions (the pre-merge behaviour).
+    """
+
+    prefilled_slots_fix: bool = True
+    merge_batch_guard: bool = True
+    position_clamp: bool = True
+    merge: bool = True
+
+    ENV = {
+        "prefilled_slots_fix": "QWEN36_PREFILLED_SLOTS_FIX",
+        "merge_batch_guard": "QWEN36_MERGE_BATCH_GUARD",
+        "position_clamp": "QWEN36_POSITION_CLAMP",
+        "merge": "QWEN36_ASYNC_MERGE",
+    }
+
+    @classmethod
+    def from_env(cls, env=os.environ) -> "GeneratorFlags":
+        """Flags as production reads them: each env var "0"/"1", unset = on."""
+        values = {}
+        for field, var in cls.ENV.items():
+            raw = env.get(var, "1")
+            if raw not in ("0", "1"):
+                raise ValueError(f"{var} must be 0 or 1, got {raw!r}")
+            values[field] = raw == "1"
+        return cls(**values)
+
+
+ARMS: dict[str, GeneratorFlags] = {
+    "control": GeneratorFlags(prefilled_slots_fix=False, merge_batch_guard=False, position_clamp=False),
+    "slots": GeneratorFlags(prefilled_slots_fix=True, merge_batch_guard=False, position_clamp=False),
+    "slots+guard": GeneratorFlags(prefilled_slots_fix=True, merge_batch_guard=True, position_clamp=False),
+    "all": GeneratorFlags(prefilled_slots_fix=True, merge_batch_guard=True, position_clamp=True),
+    "no-merge": GeneratorFlags(merge=False),
+}
+
+
+def arm(name: str) -> GeneratorFlags:
+    if name not in ARMS:
+        raise KeyError(f"unknown arm {name!r}; choose from {', '.join(ARMS)}")
+    return ARMS[name]

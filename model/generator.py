@@ -1,0 +1,348 @@
+"""The generator: prefill, traced decode with on-device sampling, and the async-ahead merge.
+
+It mirrors the production interface (prefill_forward, decode_forward, read_decode_output,
+process_decode_output_host). Decode runs as one trace per batch bucket (1/2/4/8 rows);
+each trace owns persistent device input buffers (tokens, positions, page table, slot
+map) allocated with ``allocate_tensor_on_device``, so they start UNINITIALIZED. Inside
+the trace, argmax writes each sampled token into the trace's own token buffer and
+``plus_one`` advances its positions (rows at -1 stay -1): between batch changes the
+device is authoritative and the host's inputs are ignored.
+
+When the batch changes (``reset_batch``, or a different bucket), the generator reads
+the target trace's token/position buffers and merges them with the host's per row
+(production rule): keep the device token where ``dev_pos == host_pos`` or
+``dev_pos == host_pos + 1``, else take the host's. The fixes in :mod:`model.flags`
+guard that merge. Nothing here knows which seed or fault is in force: the defects come
+from the buffers' real contents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .flags import GeneratorFlags
+
+BUCKETS = (1, 2, 4, 8)
+
+
+def nearest_bucket(rows: int) -> int:
+    for b in BUCKETS:
+        if rows <= b:
+            return b
+    raise ValueError(f"a decode batch of {rows} rows exceeds the largest bucket ({BUCKETS[-1]})")
+
+
+@dataclass
+class MergeRow:
+    slot: int
+    host_token: int
+    host_pos: int
+    dev_token: int
+    dev_pos: int
+    source: str  # "device" or "host"
+    reason: str
+    prefilled: bool = False  # diagnostics: the slot was prefilled since the last decode
+
+
+@dataclass
+class MergeEvent:
+    step: int
+    bucket: int
+    previous_bucket: int | None
+    fresh_trace: bool
+    guard_rejected: bool
+    rows: list[MergeRow] = field(default_factory=list)
+
+    def kept_wrong(self) -> list[MergeRow]:
+        """Rows whose device token was kept although the host (fresh at resets) disagrees."""
+        return [r for r in self.rows if r.source == "device" and r.dev_token != r.host_token]
+
+
+class _DecodeTrace:
+    """One bucket's decode: persistent input buffers, host mirrors, and (once captured) a trace.
+
+    Input buffers of every bucket are allocated before any trace is captured: a replay
+    writes its intermediates at the addresses they had during capture, so a persistent
+    buffer allocated later could land there and be overwritten (the hazard ttnn warns of).
+    """
+
+    def __init__(self, gen: "Generator", bucket: int):
+        ttnn, dev = gen.ttnn, gen.mesh_device
+        self.bucket = bucket
+        alloc = ttnn.allocate_tensor_on_device
+        rm = ttnn.ROW_MAJOR_LAYOUT
+        self.tokens = alloc(ttnn.Shape([1, bucket]), ttnn.uint32, rm, dev)
+        self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, dev)
+        self.page_table = alloc(ttnn.Shape([bucket, gen.max_pages]), ttnn.int32, rm, dev)
+        self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, dev)
+        # host mirrors the merge reads the device buffers into (persistent host tensors)
+        self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
+        self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
+        self.executed = False
+        self.page_table_host: torch.Tensor | None = None
+        self.trace_id = None
+        self.logits = None
+
+    def capture(self, gen: "Generator") -> None:
+        if gen.enable_trace and self.trace_id is None:
+            ttnn, dev = gen.ttnn, gen.mesh_device
+            self.trace_id = ttnn.begin_trace_capture(dev, cq_id=0)
+            self.logits = self._body(gen)
+            ttnn.end_trace_capture(dev, self.trace_id, cq_id=0)
+
+    def _body(self, gen: "Generator"):
+        logits = gen.model.decode(self.tokens, self.positions, self.page_table, self.slots)
+        gen.model.sample_on_device(logits, self.tokens)
+        gen.ttnn.plus_one(self.positions, skip_negative_entries=True)
+        return logits
+
+    def run(self, gen: "Generator") -> None:
+        if self.trace_id is None:
+            self.logits = self._body(gen)
+        else:
+            gen.ttnn.execute_trace(gen.mesh_device, self.trace_id, cq_id=0, blocking=False)
+        self.executed = True
+
+
+@dataclass
+class DecodeOutput:
+    """What decode_forward hands back: the trace whose token buffer holds this step's samples."""
+
+    trace: _DecodeTrace
+    rows: int
+    host: object = None
+    event: object = None
+
+
+class Generator:
+    def __init__(
+        self,
+        model,
+        ttnn,
+        mesh_device,
+        *,
+        flags: GeneratorFlags,
+        max_context: int,
+        max_pages: int,
+        max_slots: int = 8,
+        enable_trace: bool = True,
+        bucket_policy: Callable[[int], int] | None = None,
+        on_merge: Callable[[MergeEvent], None] | None = None,
+    ):
+        self.model = model
+        self.ttnn = ttnn
+        self.mesh_device = mesh_device
+        self.flags = flags
+        self.max_context = max_context
+        self.max_pages = max_pages
+        self.max_slots = max_slots
+        self.enable_trace = enable_trace
+        self.bucket_policy = bucket_policy or nearest_bucket
+        self.on_merge = on_merge
+        self._traces: dict[int, _DecodeTrace] = {}
+        self._last_bucket: int | None = None
+        self._slots_prefilled_since_decode: set[int] = set()  # kept only with the fix
+        self._prefilled_diagnostic: set[int] = set()  # always kept, never read by the merge
+        self._step = 0
+        self._last_read_event = None
+        self.guard_rejects = 0
+
+    # -- prefill ------------------------------------------------------------------------
+    def prefill_forward(self, tokens, page_table, kv_cache=None, prompt_lens=None, empty_slots=None,
+                        start_pos=None, sampling_params=None, last_chunk=None) -> list[int | None]:
+        """Prefill one (chunk of a) prompt per request into its slot; returns the greedy first
+        token of each request whose prompt is now complete (None for unfinished chunks)."""
+        n = len(tokens)
+        if empty_slots is None or len(empty_slots) != n:
+            raise ValueError(f"prefill_forward: empty_slots must name one slot per request ({n}), got {empty_slots!r}")
+        starts = start_pos or [0] * n
+        finals = last_chunk or [True] * n
+        out: list[int | None] = []
+        for i in range(n):
+            slot = empty_slots[i]
+            if not 0 <= slot < self.max_slots:
+                raise ValueError(f"prefill_forward: slot {slot} is outside 0..{self.max_slots - 1}")
+            if starts[i] == 0:
+                self.model.reset_slot(slot)
+            logits = self.model.prefill(list(tokens[i]), slot=slot, page_table_row=page_table[i],
+                                        start_pos=starts[i])
+            if finals[i]:
+                out.append(int(torch.argmax(logits)))
+                self._prefilled_diagnostic.add(slot)
+                if self.flags.prefilled_slots_fix:
+                    self._slots_prefilled_since_decode.add(slot)
+            else:
+                out.append(None)
+        return out
+
+    # -- decode -------------------------------------------------------------------------
+    def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
+                       read_from_device=True, sampling_params=None, reset_batch=False,
+                       slot_remap=None) -> DecodeOutput:
+        """One decode step for rows = slots 0..len(start_pos)-1 (position -1 = inactive row).
+
+        ``tokens``/``start_pos`` are the host's view; the device's own buffers win between
+        resets. Returns a DecodeOutput; read it with read_decode_output / process_decode_output_host.
+        """
+        host_pos = torch.as_tensor(start_pos, dtype=torch.int64)
+        host_tok = torch.as_tensor(tokens, dtype=torch.int64)
+        active = (host_pos >= 0).nonzero().flatten().tolist()
+        if not active:
+            raise ValueError("decode_forward: no active row (every start_pos is -1)")
+        needed = max(active) + 1
+        if reset_batch or self._last_bucket is None or self._last_bucket < needed:
+            bucket = self.bucket_policy(needed)  # the bucket is chosen when the batch is (re)set
+        else:
+            bucket = self._last_bucket
+        if bucket < needed or bucket not in BUCKETS:
+            raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows")
+        host_tok, host_pos = self._pad(host_tok, bucket, 0), self._pad(host_pos, bucket, -1)
+        pt = torch.zeros(bucket, self.max_pages, dtype=torch.int32)
+        pt_in = torch.as_tensor(page_table, dtype=torch.int32)
+        pt[: min(bucket, pt_in.shape[0])] = pt_in[:bucket]
+        pt[host_pos < 0] = 0  # gaps are neutral
+        slots = torch.arange(bucket, dtype=torch.int32) if slot_remap is None else self._pad(
+            torch.as_tensor(slot_remap, dtype=torch.int64), bucket, -1).to(torch.int32)
+        slots[host_pos < 0] = -1
+
+        self._allocate_inputs()
+        trace = self._traces[bucket]
+        trace.capture(self)
+        fresh = not trace.executed
+        changed = reset_batch or bucket != self._last_bucket or fresh
+        self._write_if_changed(trace, pt, slots)
+        if not self.flags.merge:
+            self._write_inputs(trace, host_tok, host_pos)
+        elif changed:
+            tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos)
+            self._write_inputs(trace, tok, pos)
+        trace.run(self)
+        self._last_bucket = bucket
+        # a slot stops being "prefilled since the last decode" once it has decoded
+        self._slots_prefilled_since_decode.difference_update(active)
+        self._prefilled_diagnostic.difference_update(active)
+        self._step += 1
+        out = DecodeOutput(trace, bucket)
+        if read_from_device:
+            self.read_decode_output(out, async_read=True)
+        return out
+
+    def read_decode_output(self, out: DecodeOutput, async_read: bool = True) -> DecodeOutput:
+        """Enqueue the read of this step's sampled tokens (non-blocking, with an event)."""
+        out.host = out.trace.tokens.cpu(blocking=not async_read)
+        out.event = self.ttnn.record_event(self.mesh_device, 0) if async_read else None
+        self._last_read_event = out.event
+        return out
+
+    def process_decode_output_host(self, out: DecodeOutput) -> list[int]:
+        """Wait for the read and return the sampled token per row."""
+        if out.host is None:
+            self.read_decode_output(out, async_read=False)
+        if out.event is not None:
+            self.ttnn.event_synchronize(out.event)
+        return self._to_host(out.host).reshape(-1)[: out.rows].tolist()
+
+    # -- internals ----------------------------------------------------------------------
+    @staticmethod
+    def _pad(x: torch.Tensor, n: int, fill: int) -> torch.Tensor:
+        out = torch.full((n,), fill, dtype=torch.int64)
+        m = min(n, x.shape[0])
+        out[:m] = x[:m]
+        return out
+
+    def _to_host(self, t) -> torch.Tensor:
+        ttnn = self.ttnn
+        if self.mesh_device.get_num_devices() > 1:
+            t = ttnn.get_device_tensors(t)[0]
+        return ttnn.to_torch(t).to(torch.int64)
+
+    def _upload(self, values: torch.Tensor, like, dtype) -> None:
+        ttnn = self.ttnn
+        host = ttnn.from_torch(values.reshape(tuple(like.shape)).to(torch.int32), dtype=dtype,
+                               layout=ttnn.ROW_MAJOR_LAYOUT)
+        ttnn.copy_host_to_device_tensor(host, like)
+
+    def _write_if_changed(self, trace: _DecodeTrace, page_table: torch.Tensor, slots: torch.Tensor) -> None:
+        if trace.page_table_host is None or not torch.equal(trace.page_table_host, page_table):
+            self._upload(page_table, trace.page_table, self.ttnn.int32)
+            trace.page_table_host = page_table.clone()
+        self._upload(slots, trace.slots, self.ttnn.int32)
+
+    def _write_inputs(self, trace: _DecodeTrace, tokens: torch.Tensor, positions: torch.Tensor) -> None:
+        self._upload(tokens, trace.tokens, self.ttnn.uint32)
+        self._upload(positions, trace.positions, self.ttnn.int32)
+
+    def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Read the trace's token/position buffers into its host mirrors.
+
+        As in production, the reads are non-blocking and the merge synchronises on the event
+        of the last decode output read: that event covers the device work being read, not
+        these two reads. If the device lags, a mirror still holds what the previous read
+        left there (an older batch)."""
+        ttnn = self.ttnn
+        ttnn.copy_device_to_host_tensor(trace.tokens, trace.tok_mirror, blocking=False)
+        ttnn.copy_device_to_host_tensor(trace.positions, trace.pos_mirror, blocking=False)
+        if self._last_read_event is not None:
+            ttnn.event_synchronize(self._last_read_event)
+        dev_tok = self._to_host(trace.tok_mirror).reshape(-1)[:bucket] & 0xFFFFFFFF
+        dev_pos = self._to_host(trace.pos_mirror).reshape(-1)[:bucket]
+        return dev_tok, dev_pos
+
+    def _merge(self, trace, bucket, fresh, host_tok, host_pos) -> tuple[torch.Tensor, torch.Tensor]:
+        """The production merge of device and host inputs, with the switchable fixes."""
+        dev_tok, dev_pos = self._read_device_state(trace, bucket)
+        if self.flags.position_clamp:
+            dev_pos = torch.where((dev_pos < 0) | (dev_pos >= self.max_context), torch.full_like(dev_pos, -1), dev_pos)
+        host_active = host_pos >= 0
+        keep = host_active & ((dev_pos == host_pos) | (dev_pos == host_pos + 1))
+        reasons = ["inactive" if not a else ("device ahead/equal" if k else "positions differ")
+                   for a, k in zip(host_active.tolist(), keep.tolist())]
+        prefilled = torch.zeros(bucket, dtype=torch.bool)
+        for slot in self._slots_prefilled_since_decode:
+            if slot < bucket:
+                prefilled[slot] = True
+        if self.flags.prefilled_slots_fix:
+            for r in prefilled.nonzero().flatten().tolist():
+                if keep[r]:
+                    reasons[r] = "prefilled slot: host forced"
+                keep[r] = False
+        rejected = False
+        if self.flags.merge_batch_guard:
+            # a row the host continues (active, not just prefilled) that the device shows
+            # inactive: the buffer's active pattern belongs to another batch
+            continuing = host_active & ~prefilled
+            if bool((continuing & (dev_pos == -1)).any()):
+                rejected = True
+                self.guard_rejects += 1
+                keep[:] = False
+                reasons = ["guard: pattern mismatch" if a else "inactive" for a in host_active.tolist()]
+        tok = torch.where(keep, dev_tok, host_tok)
+        pos = torch.where(keep, dev_pos, host_pos)
+        if self.on_merge is not None:
+            rows = [
+                MergeRow(r, int(host_tok[r]), int(host_pos[r]), int(dev_tok[r]), int(dev_pos[r]),
+                         "device" if keep[r] else "host", reasons[r], r in self._prefilled_diagnostic)
+                for r in range(bucket)
+            ]
+            self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, rejected, rows))
+        return tok, pos
+
+    def _allocate_inputs(self) -> None:
+        if not self._traces:
+            for bucket in BUCKETS:
+                self._traces[bucket] = _DecodeTrace(self, bucket)
+
+    def warm_up(self) -> None:
+        """Allocate every bucket's inputs and capture every trace now (instead of at first use)."""
+        self._allocate_inputs()
+        for trace in self._traces.values():
+            trace.capture(self)
+
+    def release(self) -> None:
+        for trace in self._traces.values():
+            if trace.trace_id is not None:
+                self.ttnn.release_trace(self.mesh_device, trace.trace_id)
+        self._traces.clear()

@@ -1,0 +1,214 @@
+"""The serving loop: vLLM's real AsyncScheduler driving the generator.
+
+``Engine`` is vLLM's EngineCore.step_with_batch_queue with async scheduling: step k+1 is
+scheduled (and submitted) before step k's output is processed. ``TTRunner`` plays the
+Tenstorrent vLLM plugin's model runner: it places each request in a stable slot (a
+request never moves once placed; a freed slot is reused by the next admission), runs
+prefill chunks, and runs decode through the generator's per-bucket traces.
+
+Host staleness, as in production: between batch changes the runner submits step k+1
+before it has read step k, so the host token of a continuing request is one step stale
+and the device's own buffers carry the batch. When the batch changes the runner first
+reads the outstanding output (a batch change is where the host must know who finished)
+and calls decode_forward with ``reset_batch=True``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+
+VLLM_VERSION = "0.33.0"
+
+
+@dataclass
+class _ReqState:
+    req_id: str
+    tokens: list[int]  # prompt + outputs the host knows
+    computed: int = 0
+    blocks: list[int] = field(default_factory=list)
+    slot: int | None = None
+    prefilled: bool = False
+    upto: int = 0  # prompt tokens the model has actually prefilled
+
+
+class TTRunner:
+    """The model runner: slots, prefill chunks, traced decode through the generator."""
+
+    def __init__(self, generator, *, max_slots: int, max_pages: int, prefill_chunk: int,
+                 scratch: Callable[[], None] | None = None):
+        self.gen = generator
+        self.prefill_chunk = prefill_chunk
+        self.max_slots = max_slots
+        self.max_pages = max_pages
+        self.reqs: dict[str, _ReqState] = {}
+        self.slots: list[str | None] = [None] * max_slots
+        self._pending: deque = deque()  # unresolved decode outputs, oldest first
+        self._last_batch: tuple = ()
+        self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
+
+    # -- slot placement (the TT plugin's stable slots) ------------------------------------
+    def _place(self, st: _ReqState) -> None:
+        if st.slot is not None:
+            return
+        free = self.slots.index(None)
+        self.slots[free] = st.req_id
+        st.slot = free
+
+    def _release(self, req_id: str) -> None:
+        st = self.reqs.pop(req_id, None)
+        if st is not None and st.slot is not None:
+            self.slots[st.slot] = None
+
+    def _page_row(self, st: _ReqState):
+        import torch
+
+        row = torch.zeros(self.max_pages, dtype=torch.int32)
+        blocks = st.blocks[: self.max_pages]
+        row[: len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
+        return row
+
+    # -- one engine step ------------------------------------------------------------------
+    def execute(self, so) -> Callable[[], object]:
+        """Run scheduler output ``so``; returns a callable producing its ModelRunnerOutput."""
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        for rid in sorted(so.finished_req_ids):
+            self._release(rid)
+        for rid in sorted(getattr(so, "preempted_req_ids", None) or ()):
+            self._release(rid)
+        for nr in so.scheduled_new_reqs:
+            toks = nr.prefill_token_ids if getattr(nr, "prefill_token_ids", None) is not None else nr.prompt_token_ids
+            st = _ReqState(nr.req_id, list(toks), nr.num_computed_tokens, list(nr.block_ids[0]))
+            self.reqs[nr.req_id] = st
+        c = so.scheduled_cached_reqs
+        for i, rid in enumerate(c.req_ids):
+            st = self.reqs.get(rid)
+            if rid in c.resumed_req_ids:  # back from preemption: new blocks, full token list
+                st = self.reqs.setdefault(rid, _ReqState(rid, []))
+                st.blocks = list(c.new_block_ids[i][0])
+                st.slot, st.prefilled, st.upto = None, False, 0
+            elif c.new_block_ids[i] is not None:
+                st.blocks.extend(c.new_block_ids[i][0])
+            if rid in c.all_token_ids:
+                st.tokens = list(c.all_token_ids[rid])
+            st.computed = c.num_computed_tokens[i]
+
+        order = list(so.num_scheduled_tokens)  # scheduling order
+        sampled: dict[str, list[int]] = {}
+        decode_rows: list[_ReqState] = []
+        for rid in order:
+            st = self.reqs[rid]
+            n = so.num_scheduled_tokens[rid]
+            if not st.prefilled:
+                self._place(st)
+                end = st.computed + n
+                sampled[rid] = self._prefill(st, end)
+                st.computed = end
+            else:
+                decode_rows.append(st)
+
+        mine = self._decode(decode_rows, sampled) if decode_rows else None
+        if self.scratch is not None:
+            self.scratch()
+
+        def result():
+            if mine is not None:
+                self.resolve_pending(until=mine)
+            toks = [sampled.get(rid, []) for rid in order]
+            return ModelRunnerOutput(req_ids=order, req_id_to_index={r: i for i, r in enumerate(order)},
+                                     sampled_token_ids=toks)
+
+        return result
+
+    def _prefill(self, st: _ReqState, end: int) -> list[int]:
+        """Prefill up to ``end`` as the scheduler chunked it. The model continues a prompt only
+        at multiples of its prefill chunk (chunked SDPA needs chunk starts on the chunk grid),
+        so a non-final chunk is computed up to the last grid point it reaches; the rest joins
+        the next chunk. The sampled token is reported when the scheduler's final chunk runs."""
+        final = end == len(st.tokens)
+        upto = end if final else end - end % self.prefill_chunk
+        if upto <= st.upto:
+            return []
+        first = self.gen.prefill_forward([st.tokens[st.upto:upto]], [self._page_row(st)], prompt_lens=[upto],
+                                         empty_slots=[st.slot], start_pos=[st.upto], last_chunk=[final])[0]
+        st.upto = upto
+        if first is None:
+            return []
+        st.tokens.append(first)
+        st.prefilled = True
+        return [first]
+
+    def _decode(self, rows: list[_ReqState], sampled: dict[str, list[int]]) -> None:
+        batch = tuple(sorted((st.slot, st.req_id) for st in rows))
+        reset = batch != self._last_batch
+        if reset:
+            self.resolve_pending()  # the host must know every continuing row's last token
+        width = max(st.slot for st in rows) + 1
+        tokens, positions = [0] * width, [-1] * width
+        import torch
+
+        table = torch.zeros(width, self.max_pages, dtype=torch.int32)
+        for st in rows:
+            tokens[st.slot] = st.tokens[-1]  # stale by one step unless resolved
+            positions[st.slot] = st.computed
+            table[st.slot] = self._page_row(st)
+        out = self.gen.decode_forward(tokens, positions, table, reset_batch=reset)
+        self._last_batch = batch
+        self._pending.append((out, [(st.slot, st.req_id) for st in rows], sampled))
+        for st in rows:
+            st.computed += 1
+        return out
+
+    def resolve_pending(self, until=None) -> None:
+        """Read outstanding decode outputs, oldest first (up to ``until``, else all)."""
+        while self._pending and (until is None or any(p[0] is until for p in self._pending)):
+            out, rows, sampled = self._pending.popleft()
+            toks = self.gen.process_decode_output_host(out)
+            for slot, rid in rows:
+                tok = int(toks[slot])
+                sampled[rid] = [tok]
+                st = self.reqs.get(rid)
+                if st is not None:
+                    st.tokens.append(tok)
+
+
+class Engine:
+    """EngineCore.step_with_batch_queue with a batch queue of 2 (async scheduling)."""
+
+    def __init__(self, scheduler, runner: TTRunner):
+        self.s = scheduler
+        self.runner = runner
+        self.queue: deque = deque()
+        self.outputs: dict[str, list[int]] = {}
+        self.finished: set[str] = set()
+        self.steps = 0
+
+    def has_work(self) -> bool:
+        return self.s.has_requests() or bool(self.queue)
+
+    def step(self) -> None:
+        if self.s.has_requests():
+            so = self.s.schedule()
+            self.steps += 1
+            self.queue.appendleft((self.runner.execute(so), so))
+            if len(self.queue) < 2 and (so.total_num_scheduled_tokens > 0 or self.s.has_requests()):
+                return  # schedule k+1 before processing k
+        elif not self.queue:
+            return
+        result, so = self.queue.pop()
+        eco = self.s.update_from_output(so, result())
+        for client in eco.values():
+            for o in client.outputs:
+                self.outputs.setdefault(o.request_id, []).extend(o.new_token_ids)
+                if o.finish_reason is not None:
+                    self.finished.add(o.request_id)
