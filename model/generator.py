@@ -217,7 +217,9 @@ class Generator:
         if not self.flags.merge:
             self._write_inputs(trace, host_tok, host_pos)
         elif changed:
-            tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos)
+            # the device's latest state lives in the trace that ran last
+            source = self._traces[self._last_bucket] if self._last_bucket is not None else trace
+            tok, pos = self._merge(source, bucket, not source.executed, host_tok, host_pos)
             self._write_inputs(trace, tok, pos)
         trace.run(self)
         self._last_bucket = bucket
@@ -294,6 +296,9 @@ class Generator:
     def _merge(self, trace, bucket, fresh, host_tok, host_pos) -> tuple[torch.Tensor, torch.Tensor]:
         """The production merge of device and host inputs, with the switchable fixes."""
         dev_tok, dev_pos = self._read_device_state(trace, bucket)
+        if trace.bucket < bucket:  # rows the source trace never had: no device state
+            dev_tok = torch.cat([dev_tok, torch.zeros(bucket - trace.bucket, dtype=dev_tok.dtype)])
+            dev_pos = torch.cat([dev_pos, torch.full((bucket - trace.bucket,), -1, dtype=dev_pos.dtype)])
         if self.flags.position_clamp:
             dev_pos = torch.where((dev_pos < 0) | (dev_pos >= self.max_context), torch.full_like(dev_pos, -1), dev_pos)
         host_active = host_pos >= 0

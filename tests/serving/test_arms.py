@@ -1,0 +1,71 @@
+"""The three production defects, each reproduced from a named seed, with negative controls.
+
+Each pinned seed was found by `bin/ttsim arms` (sweep model); a test runs the arm with the
+fix switched off and expects the failure of exactly that class, then the arm with the fix
+on and expects the request to pass. Replay any of them with the printed command.
+"""
+
+import dataclasses
+
+import pytest
+
+from fixtures import scenario
+from fixtures.workloads import stage3
+
+pytestmark = pytest.mark.needs_fault_injection
+
+# (defect class, seed, failing request, arm without the fix, arm with it)
+PINNED = [
+    ("slot-reuse", 1, "req-29", "control", "slots"),
+    ("slot-reuse", 29, None, "control", "slots"),
+]
+
+
+def _run(seed: int, arm: str, **kw) -> scenario.ScenarioResult:
+    workload = stage3(seed)
+    return scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed), **kw)
+
+
+@pytest.mark.parametrize("defect, seed, request_id, without_fix, with_fix", PINNED,
+                         ids=[f"{p[0]}-seed{p[1]}" for p in PINNED])
+def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id, without_fix, with_fix):
+    bad = _run(seed, without_fix)
+    failed = {v.request_id: v.defect for v in bad.failed}
+    request_id = request_id or next(iter(failed), None)
+    assert failed.get(request_id) == defect, (
+        f"seed {seed} arm {without_fix}: expected {request_id} to fail with {defect}, got {failed}; "
+        f"replay: bin/ttsim replay --arm {without_fix} --seed {seed}"
+    )
+    good = _run(seed, with_fix)
+    assert request_id not in {v.request_id for v in good.failed}, f"replay: bin/ttsim replay --arm {with_fix} --seed {seed}"
+
+
+@pytest.mark.parametrize("seed", [1, 29, 43])
+def test_all_fixes_pass_the_pinned_seeds(seed):
+    result = _run(seed, "all")
+    assert result.failed == [], f"replay: bin/ttsim replay --arm all --seed {seed}"
+
+
+def test_no_merge_restages_stale_host_tokens():
+    result = _run(0, "no-merge")
+    assert len(result.failed) > len(result.verdicts) // 2
+    assert {v.defect for v in result.failed} == {"stale-host-token"}
+
+
+def test_a_seed_replays_exactly():
+    a, b = _run(1, "control", record_merges=True), _run(1, "control", record_merges=True)
+    assert [(v.request_id, v.got) for v in a.verdicts] == [(v.request_id, v.got) for v in b.verdicts]
+    assert a.merges == b.merges and a.device_stats == b.device_stats
+
+
+def test_guard_does_not_reject_when_the_device_keeps_up():
+    """Without read lag (every merge read lands before it is used) and no bucket churn, the
+    guard sees only live buffers: its reject count must be zero."""
+    for seed in range(4):
+        workload = stage3(seed)
+        calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0,
+                                                                       bucket_churn=0.0))
+        for arm in ("slots+guard",):
+            result = scenario.run_scenario(calm, arm, seed, expected=scenario.serial_answers(calm, seed))
+            assert result.guard_rejects == 0, f"seed {seed}: guard rejected {result.guard_rejects} merges"
+            assert result.failed == []

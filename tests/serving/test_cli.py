@@ -1,0 +1,55 @@
+"""The main job's command line: bad input exits 2 with a clear message; output is deterministic."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.needs_fault_injection
+
+
+def _cli(*args, env=None, check=False):
+    return subprocess.run([sys.executable, "-m", "fixtures.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, check=check)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["arms", "--arms", "bogus", "--seeds", "2"], "unknown arm(s) bogus"),
+        (["arms", "--seeds", "0"], "--seeds must be > 0"),
+        (["arms", "--seeds", "-3"], "--seeds must be > 0"),
+        (["arms", "--seeds", "2", "--json", "/nonexistent-dir/out.json"], "directory /nonexistent-dir does not exist"),
+        (["replay", "--arm", "bogus", "--seed", "1"], "unknown arm 'bogus'"),
+        (["replay", "--arm", "all", "--seed", "x"], "seed must be an integer"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(args, message):
+    out = _cli(*args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_arms_json_is_identical_across_processes_and_hash_seeds(tmp_path):
+    paths = []
+    for i, hashseed in enumerate(("1", "77")):
+        path = tmp_path / f"arms{i}.json"
+        _cli("arms", "--seeds", "6", "--workers", "2", "--json", str(path), env={"PYTHONHASHSEED": hashseed},
+             check=True)
+        paths.append(path)
+    a, b = (p.read_bytes() for p in paths)
+    assert a == b
+    report = json.loads(a)
+    for arm, summary in report["arms"].items():
+        assert {"runs", "requests", "failed_requests", "failing_seeds"} <= set(summary), arm
+        assert summary["runs"] == 6 and summary["requests"] == 6 * 32
+
+
+def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed():
+    out = _cli("replay", "--arm", "control", "--seed", "1")
+    assert out.returncode == 1
+    assert "merge bucket" in out.stdout and "slot-reuse" in out.stdout
+    assert "<-- kept a token the host disagrees with" in out.stdout
