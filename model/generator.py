@@ -217,9 +217,9 @@ class Generator:
         if not self.flags.merge:
             self._write_inputs(trace, host_tok, host_pos)
         elif changed:
-            # the device's latest state lives in the trace that ran last
-            source = self._traces[self._last_bucket] if self._last_bucket is not None else trace
-            tok, pos = self._merge(source, bucket, not source.executed, host_tok, host_pos)
+            # production reads the buffers of the trace it is about to run; after a bucket
+            # change they hold that bucket's last batch (or, never run, whatever memory held)
+            tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos)
             self._write_inputs(trace, tok, pos)
         trace.run(self)
         self._last_bucket = bucket

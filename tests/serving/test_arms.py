@@ -18,6 +18,7 @@ pytestmark = pytest.mark.needs_fault_injection
 PINNED = [
     ("slot-reuse", 1, "req-29", "control", "slots"),
     ("slot-reuse", 29, None, "control", "slots"),
+    ("stale-position-buffer", 22, "req-25", "slots", "slots+guard"),
 ]
 
 
@@ -40,7 +41,7 @@ def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id
     assert request_id not in {v.request_id for v in good.failed}, f"replay: bin/ttsim replay --arm {with_fix} --seed {seed}"
 
 
-@pytest.mark.parametrize("seed", [1, 29, 43])
+@pytest.mark.parametrize("seed", [1, 22, 29])
 def test_all_fixes_pass_the_pinned_seeds(seed):
     result = _run(seed, "all")
     assert result.failed == [], f"replay: bin/ttsim replay --arm all --seed {seed}"
@@ -58,14 +59,16 @@ def test_a_seed_replays_exactly():
     assert a.merges == b.merges and a.device_stats == b.device_stats
 
 
-def test_guard_does_not_reject_when_the_device_keeps_up():
-    """Without read lag (every merge read lands before it is used) and no bucket churn, the
-    guard sees only live buffers: its reject count must be zero."""
+def test_guard_does_not_reject_live_buffers():
+    """With no read lag every merge read lands before use; a merge in the bucket that just ran
+    reads live buffers, and there the guard must never reject (it may only reject buffers a
+    bucket change left stale, or that were never written)."""
     for seed in range(4):
         workload = stage3(seed)
-        calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0,
-                                                                       bucket_churn=0.0))
-        for arm in ("slots+guard",):
-            result = scenario.run_scenario(calm, arm, seed, expected=scenario.serial_answers(calm, seed))
-            assert result.guard_rejects == 0, f"seed {seed}: guard rejected {result.guard_rejects} merges"
-            assert result.failed == []
+        calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0))
+        result = scenario.run_scenario(calm, "slots+guard", seed, expected=scenario.serial_answers(calm, seed),
+                                       record_merges=True)
+        live = [e for e in result.merges if e.previous_bucket == e.bucket and not e.fresh_trace]
+        assert live, "the workload must exercise merges on live buffers"
+        assert not [e.step for e in live if e.guard_rejected], f"seed {seed}: guard rejected live buffers"
+        assert result.failed == []
