@@ -13,6 +13,7 @@ whole prompt on device (bf16 activations that are freed, leaving realistic resid
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +30,7 @@ class MarkovConfig:
 MARKOV = MarkovConfig()
 
 
+@functools.lru_cache(maxsize=8)
 def _table(rows: int, cols: int, salt: int) -> torch.Tensor:
     """Integers 0..63 from a multiplicative hash: exact in bf16, sums of two stay exact."""
     r = torch.arange(rows, dtype=torch.int64).unsqueeze(1)
@@ -50,7 +52,7 @@ def greedy_reference(prompt, max_tokens: int, config: MarkovConfig = MARKOV) -> 
         t = int(torch.argmax(tok[t] + pos[p]))
         out.append(t)
         p += 1
-    return out
+    return out  # the tables are cached and never mutated (from_torch copies them)
 
 
 class MarkovModel:

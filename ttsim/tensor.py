@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from . import numerics
 from .device import Command, MeshDevice
 from .memory import Buffer
-from .seed import stream
+from .seed import derive, junk_bytes
 from .types import (
     BLOCK_FLOATS,
     DRAM_MEMORY_CONFIG,
@@ -342,8 +342,8 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
 def _host_junk(t: Tensor, label: str) -> list[torch.Tensor]:
     """Seeded contents of a freshly malloc'd host buffer (never read by a correct program)."""
     dev = t._device
-    rng = stream("host-buffer", label, dev.stats["commands"], seed=dev.seed)
-    raw = rng.integers(0, 256, size=numerics.nbytes(t._dtype, t._layout, t._padded), dtype="uint8")
+    key = derive("host-buffer", label, dev.stats["commands"], seed=dev.seed)
+    raw = junk_bytes(key, 0, numerics.nbytes(t._dtype, t._layout, t._padded))
     return [numerics.decode(raw, t._dtype, t._layout, tuple(t._padded)) for _ in t._buffers]
 
 
