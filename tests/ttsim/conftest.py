@@ -1,0 +1,9 @@
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _simulator_only(request):
+    """These tests check ttsim itself (and ttsim against the real package's host side):
+    with --hil there is nothing of theirs to run on a card."""
+    if request.config.getoption("--hil"):
+        pytest.skip("ttsim's own tests: not a hardware test")
