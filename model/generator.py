@@ -219,7 +219,10 @@ class Generator:
         elif changed:
             # production reads the buffers of the trace it is about to run; after a bucket
             # change they hold that bucket's last batch (or, never run, whatever memory held)
-            tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos)
+            source = trace
+            if self.flags.merge_from_last_run and self._last_bucket is not None:
+                source = self._traces[self._last_bucket]
+            tok, pos = self._merge(source, bucket, not source.executed, host_tok, host_pos)
             self._write_inputs(trace, tok, pos)
         trace.run(self)
         self._last_bucket = bucket
@@ -287,7 +290,9 @@ class Generator:
         ttnn = self.ttnn
         ttnn.copy_device_to_host_tensor(trace.tokens, trace.tok_mirror, blocking=False)
         ttnn.copy_device_to_host_tensor(trace.positions, trace.pos_mirror, blocking=False)
-        if self._last_read_event is not None:
+        if self.flags.synced_merge_reads:
+            ttnn.event_synchronize(ttnn.record_event(self.mesh_device, 0))
+        elif self._last_read_event is not None:
             ttnn.event_synchronize(self._last_read_event)
         dev_tok = self._to_host(trace.tok_mirror).reshape(-1)[:bucket] & 0xFFFFFFFF
         dev_pos = self._to_host(trace.pos_mirror).reshape(-1)[:bucket]

@@ -72,3 +72,15 @@ def test_guard_does_not_reject_live_buffers():
         assert live, "the workload must exercise merges on live buffers"
         assert not [e.step for e in live if e.guard_rejected], f"seed {seed}: guard rejected live buffers"
         assert result.failed == []
+
+
+def test_production_fixes_leave_a_residual_the_candidate_fixes_close():
+    """Seed 196: a bucket change leaves the target trace's buffers from an older batch whose
+    active pattern equals the current one, so the guard cannot see it and `all` fails.
+    Reading the trace that ran last, and waiting for the merge's own reads (arm all+reads),
+    closes it."""
+    residual = _run(196, "all")
+    assert {v.defect for v in residual.failed} == {"stale-position-buffer"}, (
+        "replay: bin/ttsim replay --arm all --seed 196"
+    )
+    assert _run(196, "all+reads").failed == []
