@@ -84,3 +84,15 @@ def test_production_fixes_leave_a_residual_the_candidate_fixes_close():
         "replay: bin/ttsim replay --arm all --seed 196"
     )
     assert _run(196, "all+reads").failed == []
+
+
+def test_uninitialized_position_buffer_with_in_range_residue():
+    """Seed 844: a never-run bucket's position buffer lands on a freed prefill position
+    tensor, so its 'garbage' is in range ([96, 97, 98]) and collides with a host position.
+    The production clamp only invalidates out-of-range values, so `all` keeps the garbage
+    token; merging from the trace that ran last never reads a never-run buffer."""
+    residual = _run(844, "all")
+    assert {v.defect for v in residual.failed} == {"garbage-position"}, (
+        "replay: bin/ttsim replay --arm all --seed 844"
+    )
+    assert _run(844, "all+reads").failed == []
