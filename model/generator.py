@@ -57,8 +57,10 @@ class MergeEvent:
     rows: list[MergeRow] = field(default_factory=list)
 
     def kept_wrong(self) -> list[MergeRow]:
-        """Rows whose device token was kept although the host (fresh at resets) disagrees."""
-        return [r for r in self.rows if r.source == "device" and r.dev_token != r.host_token]
+        """Rows whose device token/position was kept although the host (fresh at resets)
+        disagrees on either."""
+        return [r for r in self.rows
+                if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
 
 
 class _DecodeTrace:

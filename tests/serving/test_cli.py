@@ -52,4 +52,4 @@ def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed():
     out = _cli("replay", "--arm", "control", "--seed", "1")
     assert out.returncode == 1
     assert "merge bucket" in out.stdout and "slot-reuse" in out.stdout
-    assert "<-- kept a token the host disagrees with" in out.stdout
+    assert "<-- kept a token/position the host disagrees with" in out.stdout
