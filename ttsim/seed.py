@@ -19,13 +19,14 @@ DEFAULT_SEED = 20260531
 _seed: int | None = None
 
 
-def _parse(value: str) -> int:
+def parse_seed(value: str, what: str = "TTSIM_SEED") -> int:
+    """A seed from text (decimal or 0x...), or ValueError naming ``what``."""
     try:
         seed = int(value, 0)
     except ValueError:
-        raise ValueError(f"TTSIM_SEED must be an integer, got {value!r}") from None
+        raise ValueError(f"{what} must be an integer, got {value!r}") from None
     if seed < 0:
-        raise ValueError(f"TTSIM_SEED must be >= 0, got {seed}")
+        raise ValueError(f"{what} must be >= 0, got {seed}")
     return seed
 
 
@@ -34,7 +35,7 @@ def get_seed() -> int:
     global _seed
     if _seed is None:
         env = os.environ.get("TTSIM_SEED")
-        _seed = _parse(env) if env else DEFAULT_SEED
+        _seed = parse_seed(env) if env else DEFAULT_SEED
     return _seed
 
 

@@ -75,6 +75,19 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout) -> torch.Tensor:
     return numerics.quantize(x, dtype).contiguous()
 
 
+def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory_config, cq_id) -> Tensor:
+    """The output tensor, allocated (host side, at the call) on the chips of the first input."""
+    if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
+        raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
+    device = first._device
+    device.check_cq(cq_id, op)
+    mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
+    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    chips = [b.chip for b in first._buffers]
+    out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
+    return out
+
+
 def run_op(
     op: str,
     inputs: Sequence[Tensor],
@@ -95,15 +108,8 @@ def run_op(
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     """
-    if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
-        raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
-    first = inputs[0]
-    device = first._device
-    device.check_cq(cq_id, op)
-    mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
-    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
-    chips = [b.chip for b in first._buffers]
-    out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
+    out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
+    device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
 
@@ -157,15 +163,8 @@ def run_collective(
     ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
-    if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
-        raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
-    first = inputs[0]
-    device = first._device
-    device.check_cq(cq_id, op)
-    mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
-    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
-    chips = [b.chip for b in first._buffers]
-    out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
+    out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
+    device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
 
