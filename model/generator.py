@@ -9,11 +9,13 @@ the trace, argmax writes each sampled token into the trace's own token buffer an
 device is authoritative and the host's inputs are ignored.
 
 When the batch changes (``reset_batch``, or a different bucket), the generator reads
-the target trace's token/position buffers and merges them with the host's per row
-(production rule): keep the device token where ``dev_pos == host_pos`` or
-``dev_pos == host_pos + 1``, else take the host's. The fixes in :mod:`model.flags`
-guard that merge. Nothing here knows which seed or fault is in force: the defects come
-from the buffers' real contents.
+the target trace's token/position buffers (non-blocking, into persistent host mirrors)
+and merges them with the host's per row (production rule): keep the device token where
+``dev_pos == host_pos`` or ``dev_pos == host_pos + 1``, else take the host's. The fixes
+in :mod:`model.flags` guard that merge. Nothing here knows which seed or fault is in
+force: the defects come from what the buffers and mirrors really hold -- a bucket's
+buffers left from an older batch, a mirror whose read had not landed, memory that was
+never written.
 """
 
 from __future__ import annotations
