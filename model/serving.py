@@ -54,6 +54,7 @@ class TTRunner:
         self.slots: list[str | None] = [None] * max_slots
         self._pending: deque = deque()  # unresolved decode outputs, oldest first
         self._last_batch: tuple = ()
+        self.preemptions = 0
         self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
 
     # -- slot placement (the TT plugin's stable slots) ------------------------------------
@@ -86,6 +87,7 @@ class TTRunner:
             self._release(rid)
         for rid in sorted(getattr(so, "preempted_req_ids", None) or ()):
             self._release(rid)
+            self.preemptions += 1
         for nr in so.scheduled_new_reqs:
             toks = nr.prefill_token_ids if getattr(nr, "prefill_token_ids", None) is not None else nr.prompt_token_ids
             st = _ReqState(nr.req_id, list(toks), nr.num_computed_tokens, list(nr.block_ids[0]))

@@ -14,8 +14,8 @@ def _backend(request) -> str:
 
 @pytest.mark.needs_fault_injection
 def test_merge_decisions_of_the_slot_reuse_seed(snapshot, request):
-    workload = stage3(1)
-    result = scenario.run_scenario(workload, "control", 1, expected=scenario.serial_answers(workload, 1),
+    workload = stage3(29)
+    result = scenario.run_scenario(workload, "control", 29, expected=scenario.serial_answers(workload, 29),
                                    record_merges=True)
     decisions = [
         {"step": e.step, "bucket": [e.previous_bucket, e.bucket], "guard": e.guard_rejected,
