@@ -36,8 +36,10 @@ def context() -> dict:
     }
 
 
-def write(name: str, record: dict, runs_dir: Path = RUNS) -> Path:
-    """Append ``record`` (plus context) as one JSON line to ``runs_dir/name.jsonl``."""
+def write(name: str, record: dict, runs_dir: Path | None = None) -> Path:
+    """Append ``record`` (plus context) as one JSON line to ``runs_dir/name.jsonl``
+    (default: $TTSIM_RUNS_DIR, else bench/runs)."""
+    runs_dir = Path(runs_dir or os.environ.get("TTSIM_RUNS_DIR") or RUNS)
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / f"{name}.jsonl"
     with path.open("a") as f:

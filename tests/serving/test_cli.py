@@ -10,9 +10,12 @@ import pytest
 pytestmark = pytest.mark.needs_fault_injection
 
 
-def _cli(*args, env=None, check=False):
+def _cli(*args, env=None, check=False, runs_dir=None):
+    env = {**os.environ, **(env or {})}
+    if runs_dir is not None:  # keep test runs out of the repository's benchmark records
+        env["TTSIM_RUNS_DIR"] = str(runs_dir)
     return subprocess.run([sys.executable, "-m", "fixtures.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, check=check)
+                          env=env, check=check)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +41,7 @@ def test_arms_json_is_identical_across_processes_and_hash_seeds(tmp_path):
     for i, hashseed in enumerate(("1", "77")):
         path = tmp_path / f"arms{i}.json"
         _cli("arms", "--seeds", "6", "--workers", "2", "--json", str(path), env={"PYTHONHASHSEED": hashseed},
-             check=True)
+             check=True, runs_dir=tmp_path)
         paths.append(path)
     a, b = (p.read_bytes() for p in paths)
     assert a == b
