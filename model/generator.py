@@ -148,8 +148,9 @@ class Generator:
         self.on_merge = on_merge
         self._traces: dict[int, _DecodeTrace] = {}
         self._last_bucket: int | None = None
-        self._slots_prefilled_since_decode: set[int] = set()  # kept only with the fix
-        self._prefilled_diagnostic: set[int] = set()  # always kept, never read by the merge
+        # slots prefilled since their last decode; the merge reads it only with the fix on
+        # (production's Qwen path never consulted it); replays show it as a diagnostic
+        self._slots_prefilled_since_decode: set[int] = set()
         self._step = 0
         self._last_read_event = None
         self.guard_rejects = 0
@@ -175,9 +176,7 @@ class Generator:
                                         start_pos=starts[i])
             if finals[i]:
                 out.append(int(torch.argmax(logits)))
-                self._prefilled_diagnostic.add(slot)
-                if self.flags.prefilled_slots_fix:
-                    self._slots_prefilled_since_decode.add(slot)
+                self._slots_prefilled_since_decode.add(slot)
             else:
                 out.append(None)
         return out
@@ -232,7 +231,6 @@ class Generator:
         self._last_bucket = bucket
         # a slot stops being "prefilled since the last decode" once it has decoded
         self._slots_prefilled_since_decode.difference_update(active)
-        self._prefilled_diagnostic.difference_update(active)
         self._step += 1
         out = DecodeOutput(trace, bucket)
         if read_from_device:
@@ -314,10 +312,11 @@ class Generator:
         keep = host_active & ((dev_pos == host_pos) | (dev_pos == host_pos + 1))
         reasons = ["inactive" if not a else ("device ahead/equal" if k else "positions differ")
                    for a, k in zip(host_active.tolist(), keep.tolist())]
-        prefilled = torch.zeros(bucket, dtype=torch.bool)
+        recorded = torch.zeros(bucket, dtype=torch.bool)
         for slot in self._slots_prefilled_since_decode:
             if slot < bucket:
-                prefilled[slot] = True
+                recorded[slot] = True
+        prefilled = recorded if self.flags.prefilled_slots_fix else torch.zeros_like(recorded)
         if self.flags.prefilled_slots_fix:
             for r in prefilled.nonzero().flatten().tolist():
                 if keep[r]:
@@ -338,7 +337,7 @@ class Generator:
         if self.on_merge is not None:
             rows = [
                 MergeRow(r, int(host_tok[r]), int(host_pos[r]), int(dev_tok[r]), int(dev_pos[r]),
-                         "device" if keep[r] else "host", reasons[r], r in self._prefilled_diagnostic)
+                         "device" if keep[r] else "host", reasons[r], bool(recorded[r]))
                 for r in range(bucket)
             ]
             self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, rejected, rows))

@@ -20,6 +20,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import torch
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -71,8 +73,6 @@ class TTRunner:
             self.slots[st.slot] = None
 
     def _page_row(self, st: _ReqState):
-        import torch
-
         row = torch.zeros(self.max_pages, dtype=torch.int32)
         blocks = st.blocks[: self.max_pages]
         row[: len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
@@ -157,8 +157,6 @@ class TTRunner:
             self.resolve_pending()  # the host must know every continuing row's last token
         width = max(st.slot for st in rows) + 1
         tokens, positions = [0] * width, [-1] * width
-        import torch
-
         table = torch.zeros(width, self.max_pages, dtype=torch.int32)
         for st in rows:
             tokens[st.slot] = st.tokens[-1]  # stale by one step unless resolved
