@@ -47,8 +47,12 @@ class TTRunner:
     """The model runner: slots, prefill chunks, traced decode through the generator."""
 
     def __init__(self, generator, *, max_slots: int, max_pages: int, prefill_chunk: int,
-                 scratch: Callable[[], None] | None = None):
+                 scratch: Callable[[], None] | None = None, on_merge: Callable | None = None):
         self.gen = generator
+        # the runner owns the generator's merge hook: it tags each merge row with the request
+        # holding that slot, then hands the event to ``on_merge``
+        self.on_merge = on_merge
+        generator.on_merge = self._tag_merge
         self.prefill_chunk = prefill_chunk
         self.max_slots = max_slots
         self.max_pages = max_pages
@@ -58,6 +62,12 @@ class TTRunner:
         self._last_batch: tuple = ()
         self.preemptions = 0
         self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
+
+    def _tag_merge(self, event) -> None:
+        for row in event.rows:
+            row.request_id = self.slots[row.slot] if row.slot < len(self.slots) else None
+        if self.on_merge is not None:
+            self.on_merge(event)
 
     # -- slot placement (the TT plugin's stable slots) ------------------------------------
     def _place(self, st: _ReqState) -> None:
@@ -192,6 +202,9 @@ class Engine:
         self.outputs: dict[str, list[int]] = {}
         self.finished: set[str] = set()
         self.steps = 0
+
+    def add_request(self, request) -> None:
+        self.s.add_request(request)
 
     def has_work(self) -> bool:
         return self.s.has_requests() or bool(self.queue)
