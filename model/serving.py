@@ -73,10 +73,8 @@ class TTRunner:
             self.slots[st.slot] = None
 
     def _page_row(self, st: _ReqState):
-        row = torch.zeros(self.max_pages, dtype=torch.int32)
         blocks = st.blocks[: self.max_pages]
-        row[: len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
-        return row
+        return torch.tensor(blocks + [0] * (self.max_pages - len(blocks)), dtype=torch.int32)
 
     # -- one engine step ------------------------------------------------------------------
     def execute(self, so) -> Callable[[], object]:
