@@ -9,7 +9,7 @@ prefill_chunk / SDPA chunk sizes) is timed with ``QWEN36_SDPA_STREAMING=1`` and 
 interleaved round-robin (bench/record.py's side_by_side), so machine noise hits both arms
 alike. torch runs single-threaded by default (``--threads``): ttsim's per-op math is
 small, and on a shared 2-core box intra-op threads mostly add contention. One JSON line
-per run goes to bench/runs/model.jsonl (record.write), with the load average, since the
+per run goes to the runs folder, model.jsonl (record.write), with the load average, since the
 box is shared: compare the streaming/legacy ratio across runs, not absolute times.
 """
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--no-record", action="store_true", help="print only; do not append to bench/runs")
+    ap.add_argument("--no-record", action="store_true", help="print only; do not append to the runs folder")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     saved = os.environ.get("QWEN36_SDPA_STREAMING")

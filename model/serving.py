@@ -15,6 +15,7 @@ and calls decode_forward with ``reset_batch=True``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -30,6 +31,21 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
 
 VLLM_VERSION = "0.33.0"
+
+
+class _NoCompiledKernels(logging.Filter):
+    """This install carries vLLM's scheduler without its compiled kernels (requirements/), so
+    vLLM's warning that ``vllm._C`` is absent is expected noise; any other failure to load
+    them (a broken build, a missing symbol) still shows."""
+
+    EXPECTED = "Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.EXPECTED
+
+
+for _name in ("vllm.platforms.interface", "vllm.platforms.cpu"):
+    logging.getLogger(_name).addFilter(_NoCompiledKernels())
 
 
 @dataclass
@@ -83,10 +99,8 @@ class TTRunner:
             self.slots[st.slot] = None
 
     def _page_row(self, st: _ReqState):
-        row = torch.zeros(self.max_pages, dtype=torch.int32)
         blocks = st.blocks[: self.max_pages]
-        row[: len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
-        return row
+        return torch.tensor(blocks + [0] * (self.max_pages - len(blocks)), dtype=torch.int32)
 
     # -- one engine step ------------------------------------------------------------------
     def execute(self, so) -> Callable[[], object]:
