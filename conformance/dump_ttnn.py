@@ -1305,6 +1305,7 @@ def _main(dest: str, md) -> int:
     data["numerics"] = dump_numerics()
     data["padded_shapes"] = dump_padded_shapes()
     data["device"] = probe_device()
+    data["fabric"] = probe_fabric()
     text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, default=str)
     tmp = dest + ".tmp"
     with open(tmp, "w") as f:
@@ -1337,7 +1338,9 @@ def probe_device() -> dict:
              ("open_device(device_id=0, trace_region_size=0)", (), {"device_id": 0, "trace_region_size": 0}),
              ("open_device(device_id=0, dispatch_core_config=None)", (), {"device_id": 0, "dispatch_core_config": None}),
              ("open_device(device_id=0, worker_l1_size=0)", (), {"device_id": 0, "worker_l1_size": 0}),
-             ("open_device(device_id=0, bogus=1)", (), {"device_id": 0, "bogus": 1})]
+             ("open_device(device_id=0, bogus=1)", (), {"device_id": 0, "bogus": 1}),
+             ("open_device(device_id=0, fabric_config=FabricConfig.FABRIC_1D)", (),
+              {"device_id": 0, "fabric_config": ttnn.FabricConfig.FABRIC_1D})]
     acc = {}
     for label, a, kw in forms:
         try:
@@ -1352,6 +1355,35 @@ def probe_device() -> dict:
         out["GetNumAvailableDevices"] = int(ttnn.GetNumAvailableDevices())
     except Exception as e:
         out["GetNumAvailableDevices"] = f"{type(e).__name__}: {clean(str(e).strip().splitlines()[0], 300)}"
+    return out
+
+
+#: set_fabric_config sequences run from DISABLED (host-side state: no card needed)
+FABRIC_SEQUENCES = (
+    ("FABRIC_1D", "FABRIC_1D"),
+    ("FABRIC_1D", "FABRIC_1D_RING"),
+    ("FABRIC_1D", "FABRIC_2D"),
+    ("DISABLED", "DISABLED"),
+    ("FABRIC_1D", "DISABLED", "FABRIC_2D"),
+)
+
+
+def probe_fabric() -> dict:
+    """What set_fabric_config accepts and refuses, with the TT_FATAL's message line."""
+    out = {"default": repr(ttnn.get_fabric_config()), "sequences": {}}
+    for seq in FABRIC_SEQUENCES:
+        results = []
+        for name in seq:
+            try:
+                ttnn.set_fabric_config(getattr(ttnn.FabricConfig, name))
+                results.append("ok")
+            except Exception as e:
+                lines = str(e).splitlines()
+                info = lines[lines.index("info:") + 1] if "info:" in lines else lines[0]
+                results.append(f"{type(e).__name__}: {clean(info, 300)}")
+        ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+        results.append(repr(ttnn.get_fabric_config()))
+        out["sequences"][" -> ".join(seq)] = results
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from . import fabric
 from .device import DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, DEFAULT_WORKER_L1_SIZE, Event, MeshDevice
 from .types import MeshShape, TTFatal
 
@@ -24,6 +25,15 @@ def GetNumAvailableDevices() -> int:
 
 def GetNumPCIeDevices() -> int:
     return GetNumAvailableDevices()
+
+
+def open_devices() -> list[MeshDevice]:
+    """The devices open now (each once), in the order their first chip was opened."""
+    out: list[MeshDevice] = []
+    for dev in _open_chips.values():
+        if not dev.closed and dev not in out:
+            out.append(dev)
+    return out
 
 
 def _claim(chip_ids: list[int], what: str) -> None:
@@ -55,8 +65,10 @@ def open_device(
     """Open one chip (a 1x1 mesh). ``worker_l1_size`` 0 means the hardware default."""
     _check_sizes("open_device", l1_small_size, trace_region_size, num_command_queues)
     _claim([device_id], "open_device")
+    fabric_config = fabric.check_open(1, "open_device")
     dev = MeshDevice(MeshShape(1, 1), [device_id], l1_small_size=l1_small_size,
-                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues,
+                     fabric_config=fabric_config)
     _open_chips[device_id] = dev
     return dev
 
@@ -99,8 +111,10 @@ def open_mesh_device(
             f"open_mesh_device: {mesh_shape!r} needs {n} physical_device_ids, got {physical_device_ids!r}"
         )
     _claim(list(physical_device_ids), "open_mesh_device")
+    fabric_config = fabric.check_open(n, "open_mesh_device")
     dev = MeshDevice(mesh_shape, list(physical_device_ids), l1_small_size=l1_small_size,
-                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues,
+                     fabric_config=fabric_config)
     for cid in physical_device_ids:
         _open_chips[cid] = dev
     return dev

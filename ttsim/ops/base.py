@@ -163,6 +163,7 @@ def run_collective(
     ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
+    inputs[0]._device.check_collective(op)
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
