@@ -31,8 +31,13 @@ DEFAULT_TRACE_REGION_SIZE = 0
 DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
-#: ttsim's charge per captured command in a trace buffer (see Trace.nbytes)
-TRACE_BYTES_PER_COMMAND = 4096
+#: ttsim's estimate of a trace buffer (see Trace.nbytes): a program's fixed share (launch
+#: message, CB config, go signal), each worker core's share (runtime args, launch message),
+#: the worker cores of a Blackhole (13x10) and the bytes of one bf16 tile
+TRACE_BYTES_PER_COMMAND = 2048
+TRACE_BYTES_PER_CORE = 256
+WORKER_CORES = 130
+TILE_BYTES = 32 * 32 * 2
 
 
 class Chip:
@@ -97,17 +102,21 @@ class Trace:
         """ttsim's estimate of the trace buffer's size on one chip.
 
         On a card the trace buffer holds the assembled dispatch command stream (per program:
-        launch messages, runtime args, CB and semaphore config, go signals, plus the
-        exec-buf-end command), padded to the interleaved page size; its size grows with the
-        number of programs and the cores they use, not with tensor sizes. ttsim records no
-        dispatch commands, so it charges a fixed TRACE_BYTES_PER_COMMAND per captured command
-        plus one for the end command, plus the bytes of the buffers the captured ops allocate
-        (which scale with the work each op does). It is an order-of-magnitude estimate that can
-        be off either way; its job is to make a too-small region fail where a card's would.
+        launch messages, runtime args, CB and semaphore config, go signals; then one
+        exec-buf-end command), padded to the interleaved page size. It grows with the number
+        of programs and the cores each runs on, not with tensor bytes. ttsim records no
+        dispatch commands, so it estimates from the buffers each captured command writes (an
+        op: the output it allocated): a fixed share per command plus a per-core share for as
+        many cores as the output has tiles, up to the whole grid. An order-of-magnitude
+        estimate that can be off either way (a ~1500-program decode on full grids comes to
+        ~50 MB, the vLLM plugin's region); its job is to make a too-small region fail.
         """
-        first = self.buffers[0].chip if self.buffers else None
-        alloc = sum(b.nbytes for b in self.buffers if b.chip is first)
-        return TRACE_BYTES_PER_COMMAND * (len(self.commands) + 1) + alloc
+        total = TRACE_BYTES_PER_COMMAND  # exec-buf-end
+        for cmd in self.commands:
+            chip = cmd.writes[0].chip if cmd.writes else None
+            tiles = sum(-(-b.nbytes // TILE_BYTES) for b in cmd.writes if b.chip is chip)
+            total += TRACE_BYTES_PER_COMMAND + TRACE_BYTES_PER_CORE * min(WORKER_CORES, tiles)
+        return total
 
     @property
     def dram_high_water_mark(self) -> int:

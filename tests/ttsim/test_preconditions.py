@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import ttsim
-from ttsim.device import TRACE_BYTES_PER_COMMAND
+from ttsim.device import TRACE_BYTES_PER_COMMAND as PER_COMMAND
+from ttsim.device import TRACE_BYTES_PER_CORE as PER_CORE
 
 F = ttsim.FabricConfig
 
@@ -52,11 +53,33 @@ def test_a_trace_that_fits_its_region_replays_and_releases_its_share():
     try:
         tid, x, y = _capture(dev, ops=3)
         used = dev.trace_buffers_size
-        assert used == TRACE_BYTES_PER_COMMAND * 4 + 3 * 32 * 32 * 2  # 3 ops + end; 3 bf16 tile outputs
+        assert used == PER_COMMAND + 3 * (PER_COMMAND + PER_CORE)  # end + 3 ops writing one tile each
         ttsim.execute_trace(dev, tid, cq_id=0, blocking=True)
         assert torch.equal(ttsim.to_torch(y), ttsim.to_torch(x) * 4)
         ttsim.release_trace(dev, tid)
         assert dev.trace_buffers_size == 0
+    finally:
+        ttsim.close_device(dev)
+
+
+def test_the_size_estimate_charges_one_core_per_output_tile_up_to_the_whole_grid():
+    dev = ttsim.open_device(device_id=0, trace_region_size=1 << 20)
+    try:
+        for rows, cores in ((32 * 8, 8), (32 * 200, 130)):  # 8 tiles: 8 cores; 200 tiles: all 130 cores
+            x = ttsim.to_device(ttsim.from_torch(torch.ones(rows, 32), dtype=ttsim.bfloat16,
+                                                 layout=ttsim.TILE_LAYOUT), dev)
+            tid = ttsim.begin_trace_capture(dev, cq_id=0)
+            ttsim.add(x, x)
+            ttsim.end_trace_capture(dev, tid, cq_id=0)
+            assert dev.trace_buffers_size == 2 * PER_COMMAND + PER_CORE * cores
+            ttsim.release_trace(dev, tid)
+        small = ttsim.allocate_tensor_on_device(ttsim.Shape([16]), ttsim.uint32, ttsim.ROW_MAJOR_LAYOUT, dev)
+        tid = ttsim.begin_trace_capture(dev, cq_id=0)  # a 64-byte write still occupies a core
+        ttsim.copy_host_to_device_tensor(ttsim.from_torch(torch.arange(16, dtype=torch.int32), dtype=ttsim.uint32),
+                                         small)
+        ttsim.end_trace_capture(dev, tid, cq_id=0)
+        assert dev.trace_buffers_size == 2 * PER_COMMAND + PER_CORE
+        ttsim.release_trace(dev, tid)
     finally:
         ttsim.close_device(dev)
 
@@ -70,7 +93,7 @@ def test_a_trace_outgrowing_its_region_is_a_tt_fatal_at_end_trace_capture():
         with pytest.raises(ttsim.TTFatal, match=OUTGROWN) as err:
             ttsim.end_trace_capture(dev, tid, cq_id=0)
         size, region = map(int, OUTGROWN.search(str(err.value)).groups())
-        assert (size, region) == (TRACE_BYTES_PER_COMMAND * 2 + 2048, 4096)
+        assert (size, region) == (2 * PER_COMMAND + PER_CORE, 4096)
         with pytest.raises(ttsim.TTFatal, match="no trace with id"):
             ttsim.execute_trace(dev, tid, cq_id=0)
     finally:
@@ -79,7 +102,7 @@ def test_a_trace_outgrowing_its_region_is_a_tt_fatal_at_end_trace_capture():
 
 @pytest.mark.filterwarnings("ignore::ttsim.TraceAllocationWarning")  # inputs staged while a trace lives
 def test_the_region_holds_every_live_trace_at_once_and_its_boundary_is_exact():
-    one = TRACE_BYTES_PER_COMMAND * 2 + 2048  # one captured add of a bf16 tile
+    one = 2 * PER_COMMAND + PER_CORE  # one captured add of a bf16 tile
     dev = ttsim.open_device(device_id=0, trace_region_size=2 * one)
     try:
         first, _, _ = _capture(dev)
@@ -122,14 +145,13 @@ def test_without_a_region_the_trace_buffer_goes_to_the_top_of_dram_as_in_0_81_1(
 
 
 def test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_during_capture(small_dram):
-    hole = 4 * TRACE_BYTES_PER_COMMAND
+    hole = 8192
     a = _fill(small_dram, hole)
-    rest = _fill(small_dram, (1 << 20) - hole)  # DRAM is full
-    host = ttsim.from_torch(torch.zeros((1 << 20) - hole, dtype=torch.uint8).view(torch.int32).reshape(-1)
-                            .to(torch.int32), dtype=ttsim.uint32)
+    small = _fill(small_dram, 2048)
+    _fill(small_dram, (1 << 20) - hole - 2048)  # DRAM is full
     tid = ttsim.begin_trace_capture(small_dram, cq_id=0)
     ttsim.deallocate(a)  # the only room left for the trace buffer is below what the capture freed
-    ttsim.copy_host_to_device_tensor(host, rest)
+    ttsim.copy_host_to_device_tensor(ttsim.from_torch(torch.zeros(512, dtype=torch.int32), dtype=ttsim.uint32), small)
     with pytest.raises(ttsim.TTFatal, match=r"Trace buffer at address \d+ overlaps with buffers deallocated "
                                             rf"during trace capture \(deletion high water mark: {hole}\)\. Avoid"):
         ttsim.end_trace_capture(small_dram, tid, cq_id=0)
@@ -137,7 +159,7 @@ def test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_during_capture(sma
 
 def test_dynamic_mode_refuses_a_trace_buffer_below_another_live_traces_dram_activity(small_dram):
     gap, b1 = 8192, 16384
-    t1_size = TRACE_BYTES_PER_COMMAND * 2 + b1  # allocate (1 command) + end, plus B1's bytes
+    t1_size = 2 * PER_COMMAND + PER_CORE * (b1 // 2048)  # end + B1's allocation (8 tiles' worth)
     a = _fill(small_dram, gap)
     _fill(small_dram, (1 << 20) - gap - b1 - t1_size)
     ttsim.deallocate(a)  # a gap at the bottom, too small for B1
