@@ -186,6 +186,7 @@ def _cq1_calls(dev):
         "from_device": lambda: ttsim.from_device(x, queue_id=1),
         "from_torch": lambda: ttsim.from_torch(torch.ones(32, 32), dtype=ttsim.bfloat16, device=dev, cq_id=1),
         "to_torch": lambda: ttsim.to_torch(x, cq_id=1),
+        "Tensor.cpu": lambda: x.cpu(blocking=True, cq_id=1),
         "copy_host_to_device_tensor": lambda: ttsim.copy_host_to_device_tensor(host, x, cq_id=1),
         "copy_device_to_host_tensor": lambda: ttsim.copy_device_to_host_tensor(x, _host(), cq_id=1),
         "record_event": lambda: ttsim.record_event(dev, 1),
@@ -203,7 +204,7 @@ def _capture_on_cq1(dev):
     ttsim.release_trace(dev, tid)
 
 
-CQ1_CALLS = ("to_device", "from_device", "from_torch", "to_torch", "copy_host_to_device_tensor",
+CQ1_CALLS = ("to_device", "from_device", "from_torch", "to_torch", "Tensor.cpu", "copy_host_to_device_tensor",
              "copy_device_to_host_tensor", "record_event", "wait_for_event", "synchronize_device",
              "begin_trace_capture", "execute_trace")
 
