@@ -1306,6 +1306,7 @@ def _main(dest: str, md) -> int:
     data["padded_shapes"] = dump_padded_shapes()
     data["device"] = probe_device()
     data["fabric"] = probe_fabric()
+    data["tt_fatal_texts"] = probe_tt_fatal_texts()
     text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, default=str)
     tmp = dest + ".tmp"
     with open(tmp, "w") as f:
@@ -1385,6 +1386,33 @@ def probe_fabric() -> dict:
         results.append(repr(ttnn.get_fabric_config()))
         out["sequences"][" -> ".join(seq)] = results
     return out
+
+
+#: tt-metal's TT_FATAL format strings that ttsim raises with (tests/ttsim/test_preconditions.py)
+TT_FATAL_TEXTS = (
+    "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.",
+    "Trace buffer at address {} overlaps with buffers deallocated during trace capture (deletion high water "
+    "mark: {}). Avoid deallocating DRAM buffers during trace capture or set a non-zero trace_region_size.",
+    "Trace buffer at address {} overlaps with DRAM activity captured by another live trace (maximum live trace "
+    "high water mark: {}). Release the existing trace before capturing this trace or set a non-zero "
+    "trace_region_size.",
+    "cq_id {} is out of range",
+    "Trying to get un-initialized fabric context",
+    "SetFabricConfig({}) is not allowed while devices are still open: it would reinitialize the control plane "
+    "underneath running fabric kernels and dangle the ControlPlane& held by the fabric firmware initializer. "
+    "Close the mesh device before changing the fabric config to a non-DISABLED value.",
+    "Fabric config {} requires at least 2 participating chips, but the opened mesh has {} local device(s) on a "
+    "single host. Either open a larger mesh (e.g. a MeshShape with >= 2 devices) or call "
+    "SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh.",
+    "Tried to override previous value of fabric config: {}, with: {}",
+)
+
+
+def probe_tt_fatal_texts() -> dict:
+    """Which of TT_FATAL_TEXTS occur, as NUL-terminated strings, in the package's shared libraries."""
+    lib = os.path.join(os.path.dirname(ttnn.__file__), "build", "lib")
+    blobs = [open(os.path.join(lib, n), "rb").read() for n in ("libtt_metal.so", "_ttnncpp.so")]
+    return {t: any(b"\0" + t.encode() + b"\0" in blob for blob in blobs) for t in TT_FATAL_TEXTS}
 
 
 if __name__ == "__main__":

@@ -18,6 +18,20 @@ from ttsim.device import TRACE_BYTES_PER_COMMAND as PER_COMMAND
 from ttsim.device import TRACE_BYTES_PER_CORE as PER_CORE
 
 F = ttsim.FabricConfig
+#: tt-metal's words for the two dynamic-trace-mode refusals the tests below provoke
+DELETION_TEXT = ("Trace buffer at address {} overlaps with buffers deallocated during trace capture (deletion high "
+                 "water mark: {}). Avoid deallocating DRAM buffers during trace capture or set a non-zero "
+                 "trace_region_size.")
+LIVE_TRACE_TEXT = ("Trace buffer at address {} overlaps with DRAM activity captured by another live trace (maximum "
+                   "live trace high water mark: {}). Release the existing trace before capturing this trace or set "
+                   "a non-zero trace_region_size.")
+
+
+def _pattern(template: str, *values) -> str:
+    """A regex for a tt-metal format string; ``values`` pin its first placeholders."""
+    parts = template.split("{}")
+    fills = [re.escape(str(v)) for v in values] + [r".+?"] * (len(parts) - 1 - len(values))
+    return "".join(re.escape(p) + (fills[i] if i < len(fills) else "") for i, p in enumerate(parts))
 
 
 @pytest.fixture(autouse=True)
@@ -152,8 +166,7 @@ def test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_during_capture(sma
     tid = ttsim.begin_trace_capture(small_dram, cq_id=0)
     ttsim.deallocate(a)  # the only room left for the trace buffer is below what the capture freed
     ttsim.copy_host_to_device_tensor(ttsim.from_torch(torch.zeros(512, dtype=torch.int32), dtype=ttsim.uint32), small)
-    with pytest.raises(ttsim.TTFatal, match=r"Trace buffer at address \d+ overlaps with buffers deallocated "
-                                            rf"during trace capture \(deletion high water mark: {hole}\)\. Avoid"):
+    with pytest.raises(ttsim.TTFatal, match=_pattern(DELETION_TEXT, hole - (2 * PER_COMMAND + PER_CORE), hole)):
         ttsim.end_trace_capture(small_dram, tid, cq_id=0)
 
 
@@ -167,8 +180,7 @@ def test_dynamic_mode_refuses_a_trace_buffer_below_another_live_traces_dram_acti
     _fill(small_dram, b1)  # lands above the gap: T1's high-water mark
     ttsim.end_trace_capture(small_dram, t1, cq_id=0)  # T1's buffer takes the rest of the top
     t2 = ttsim.begin_trace_capture(small_dram, cq_id=0)
-    with pytest.raises(ttsim.TTFatal, match=r"overlaps with DRAM activity captured by another live trace \(maximum "
-                                            rf"live trace high water mark: {(1 << 20) - t1_size}\)\. Release"):
+    with pytest.raises(ttsim.TTFatal, match=_pattern(LIVE_TRACE_TEXT, gap - PER_COMMAND, (1 << 20) - t1_size)):
         ttsim.end_trace_capture(small_dram, t2, cq_id=0)
     ttsim.release_trace(small_dram, t1)
     t3 = ttsim.begin_trace_capture(small_dram, cq_id=0)
@@ -351,3 +363,82 @@ def test_open_mesh_device_rejects_keywords_it_does_not_have(kw):
     with pytest.raises(TypeError, match=f"unexpected keyword argument '{next(iter(kw))}'"):
         ttsim.open_mesh_device(ttsim.MeshShape(1, 2), **kw)
     assert not ttsim.api.open_devices()
+
+
+# ---------------------------------------------------------------------------- tt-metal's words
+
+def _message(fn) -> str:
+    with pytest.raises(ttsim.TTFatal) as err:
+        fn()
+    return str(err.value)
+
+
+def _outgrow():
+    dev = ttsim.open_device(device_id=0, trace_region_size=64)
+    try:
+        _capture(dev)
+    finally:
+        ttsim.close_device(dev)
+
+
+def _cq1():
+    dev = ttsim.open_device(device_id=0)
+    try:
+        ttsim.record_event(dev, 1)
+    finally:
+        ttsim.close_device(dev)
+
+
+def _ccl_without_fabric():
+    dev = ttsim.open_mesh_device(ttsim.MeshShape(1, 2))
+    try:
+        ttsim.all_reduce(_replicated(dev))
+    finally:
+        ttsim.close_mesh_device(dev)
+
+
+def _fabric_while_open():
+    dev = ttsim.open_device(device_id=0)
+    try:
+        ttsim.set_fabric_config(F.FABRIC_1D)
+    finally:
+        ttsim.close_device(dev)
+
+
+def _one_chip_with_fabric():
+    ttsim.set_fabric_config(F.FABRIC_1D)
+    ttsim.open_mesh_device(ttsim.MeshShape(1, 1))
+
+
+def _override():
+    ttsim.set_fabric_config(F.FABRIC_1D)
+    ttsim.set_fabric_config(F.FABRIC_2D)
+
+
+TRIGGERS = {
+    "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.": _outgrow,
+    DELETION_TEXT: None,  # needs a full DRAM: test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_...
+    LIVE_TRACE_TEXT: None,  # test_dynamic_mode_refuses_a_trace_buffer_below_another_live_traces_dram_activity
+    "cq_id {} is out of range": _cq1,
+    "Trying to get un-initialized fabric context": _ccl_without_fabric,
+    "SetFabricConfig({}) is not allowed while devices are still open: it would reinitialize the control plane "
+    "underneath running fabric kernels and dangle the ControlPlane& held by the fabric firmware initializer. "
+    "Close the mesh device before changing the fabric config to a non-DISABLED value.": _fabric_while_open,
+    "Fabric config {} requires at least 2 participating chips, but the opened mesh has {} local device(s) on a "
+    "single host. Either open a larger mesh (e.g. a MeshShape with >= 2 devices) or call "
+    "SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh.": _one_chip_with_fabric,
+    "Tried to override previous value of fabric config: {}, with: {}": _override,
+}
+
+
+def test_every_refusal_speaks_a_tt_fatal_text_found_in_the_real_0_81_1_libraries(real):
+    texts = real["tt_fatal_texts"]
+    assert set(texts) == set(TRIGGERS), "dump_ttnn.py's TT_FATAL_TEXTS and this table must list the same texts"
+    missing = [t for t, found in texts.items() if not found]
+    assert not missing, f"not in libtt_metal.so / _ttnncpp.so of ttnn 0.81.1: {missing}"
+    for template, trigger in TRIGGERS.items():
+        if trigger is None:  # its own test matches the same template (_pattern)
+            continue
+        msg = _message(trigger)
+        assert re.search(_pattern(template), msg), f"ttsim said {msg!r}; tt-metal says {template!r}"
+        ttsim.set_fabric_config(F.DISABLED)
