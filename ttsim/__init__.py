@@ -11,6 +11,7 @@ from .api import (
     begin_trace_capture,
     close_device,
     close_mesh_device,
+    command_queue,
     end_trace_capture,
     event_synchronize,
     execute_trace,

@@ -14,6 +14,7 @@ only by ``wait_for_event``.
 from __future__ import annotations
 
 import itertools
+import threading
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
@@ -38,6 +39,25 @@ TRACE_BYTES_PER_COMMAND = 2048
 TRACE_BYTES_PER_CORE = 256
 WORKER_CORES = 130
 TILE_BYTES = 32 * 32 * 2
+
+
+_thread = threading.local()
+
+
+def current_cq_id() -> int:
+    """The queue calls without an explicit cq go to: 0, or the innermost ``ttnn.command_queue(cq)``."""
+    stack = getattr(_thread, "cq_stack", None)
+    return stack[-1] if stack else 0
+
+
+def push_cq_id(cq_id: int) -> None:
+    if not hasattr(_thread, "cq_stack"):
+        _thread.cq_stack = []
+    _thread.cq_stack.append(cq_id)
+
+
+def pop_cq_id() -> None:
+    _thread.cq_stack.pop()
 
 
 class Chip:

@@ -207,7 +207,13 @@ def _cq1_calls(dev):
         "begin_trace_capture": lambda: ttsim.release_trace(dev, ttsim.begin_trace_capture(dev, cq_id=1))
         if dev.num_command_queues == 1 else _capture_on_cq1(dev),
         "execute_trace": lambda: ttsim.execute_trace(dev, _capture(dev)[0], cq_id=1, blocking=True),
+        "an op in command_queue(1)": lambda: _op_on_cq1(x),
     }
+
+
+def _op_on_cq1(x):
+    with ttsim.command_queue(1):
+        return ttsim.add(x, x)
 
 
 def _capture_on_cq1(dev):
@@ -218,7 +224,7 @@ def _capture_on_cq1(dev):
 
 CQ1_CALLS = ("to_device", "from_device", "from_torch", "to_torch", "Tensor.cpu", "copy_host_to_device_tensor",
              "copy_device_to_host_tensor", "record_event", "wait_for_event", "synchronize_device",
-             "begin_trace_capture", "execute_trace")
+             "begin_trace_capture", "execute_trace", "an op in command_queue(1)")
 
 
 @pytest.mark.parametrize("call", CQ1_CALLS)
@@ -237,6 +243,25 @@ def test_cq1_on_a_device_opened_with_two_command_queues_works(call):
     try:
         _cq1_calls(dev)[call]()
         ttsim.synchronize_device(dev)
+    finally:
+        ttsim.close_device(dev)
+
+
+def test_command_queue_routes_unqueued_calls_and_restores_the_default():
+    dev = ttsim.open_device(device_id=0, num_command_queues=2)
+    dev.lag = 1.1  # nothing runs until something waits: the queues show where commands went
+    try:
+        x = ttsim.to_device(_host(), dev)
+        pos = ttsim.to_device(ttsim.from_torch(torch.zeros(8, dtype=torch.int32), dtype=ttsim.int32), dev)
+        with ttsim.command_queue(1):
+            ttsim.add(x, x)
+            with ttsim.command_queue(0):
+                ttsim.multiply(x, x)
+            ttsim.plus_one(pos)  # an in-place op
+            ttsim.record_event(dev)
+        ttsim.subtract(x, x)
+        assert [c.label for c in dev._queues[0]] == ["write", "write", "multiply", "subtract"]
+        assert [c.label for c in dev._queues[1]] == ["add", "plus_one", "record_event"]
     finally:
         ttsim.close_device(dev)
 
