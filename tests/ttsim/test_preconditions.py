@@ -17,6 +17,9 @@ import ttsim
 from ttsim.device import TRACE_BYTES_PER_COMMAND as PER_COMMAND
 from ttsim.device import TRACE_BYTES_PER_CORE as PER_CORE
 
+#: several tests stage inputs while an earlier trace is live; ttsim warns, as ttnn logs
+pytestmark = pytest.mark.filterwarnings("ignore::ttsim.TraceAllocationWarning")
+
 F = ttsim.FabricConfig
 #: tt-metal's words for the two dynamic-trace-mode refusals the tests below provoke
 DELETION_TEXT = ("Trace buffer at address {} overlaps with buffers deallocated during trace capture (deletion high "
@@ -114,7 +117,24 @@ def test_a_trace_outgrowing_its_region_is_a_tt_fatal_at_end_trace_capture():
         ttsim.close_device(dev)
 
 
-@pytest.mark.filterwarnings("ignore::ttsim.TraceAllocationWarning")  # inputs staged while a trace lives
+@pytest.mark.parametrize("spare", [0, -1], ids=["exact-fit", "one-byte-short"])
+def test_a_region_of_exactly_the_trace_size_is_enough_and_one_byte_less_is_not(spare):
+    one = 2 * PER_COMMAND + PER_CORE  # one captured add of a bf16 tile
+    dev = ttsim.open_device(device_id=0, trace_region_size=one + spare)
+    try:
+        x = ttsim.to_device(_host(), dev)
+        tid = ttsim.begin_trace_capture(dev, cq_id=0)
+        ttsim.add(x, x)
+        if spare < 0:
+            with pytest.raises(ttsim.TTFatal, match=OUTGROWN):
+                ttsim.end_trace_capture(dev, tid, cq_id=0)
+        else:
+            ttsim.end_trace_capture(dev, tid, cq_id=0)
+            ttsim.execute_trace(dev, tid, cq_id=0, blocking=True)
+    finally:
+        ttsim.close_device(dev)
+
+
 def test_the_region_holds_every_live_trace_at_once_and_its_boundary_is_exact():
     one = 2 * PER_COMMAND + PER_CORE  # one captured add of a bf16 tile
     dev = ttsim.open_device(device_id=0, trace_region_size=2 * one)
@@ -293,13 +313,17 @@ def test_a_collective_on_a_mesh_opened_without_fabric_is_refused(op):
 
 
 @pytest.mark.parametrize("op", COLLECTIVES)
-def test_a_collective_on_a_mesh_opened_with_fabric_1d_runs(op):
+def test_a_collective_on_a_mesh_opened_with_fabric_1d_runs_until_the_fabric_is_torn_down(op):
     ttsim.set_fabric_config(F.FABRIC_1D)
     dev = ttsim.open_mesh_device(ttsim.MeshShape(1, 2))
     try:
         assert dev.fabric_config == F.FABRIC_1D
-        out = COLLECTIVES[op](_replicated(dev))
+        t = _replicated(dev)
+        out = COLLECTIVES[op](t)
         assert ttsim.to_torch(ttsim.get_device_tensors(out)[0]).numel() > 0
+        ttsim.set_fabric_config(F.DISABLED)  # torn down under the open mesh: the fabric context is gone
+        with pytest.raises(ttsim.TTFatal, match=rf"Trying to get un-initialized fabric context \({op} on"):
+            COLLECTIVES[op](t)
     finally:
         ttsim.close_mesh_device(dev)
 
