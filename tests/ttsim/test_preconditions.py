@@ -178,29 +178,43 @@ def test_without_a_region_the_trace_buffer_goes_to_the_top_of_dram_as_in_0_81_1(
     assert small_dram.chips[0].dram.allocated_bytes == 2 * 2048 + 2048  # x and two outputs: the buffer is gone
 
 
-def test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_during_capture(small_dram):
-    hole = 8192
-    a = _fill(small_dram, hole)
-    small = _fill(small_dram, 2048)
-    _fill(small_dram, (1 << 20) - hole - 2048)  # DRAM is full
-    tid = ttsim.begin_trace_capture(small_dram, cq_id=0)
-    ttsim.deallocate(a)  # the only room left for the trace buffer is below what the capture freed
+HOLE = 8192  # the room the dynamic-mode scenarios leave in a full 1 MiB DRAM
+B1 = 16384  # what the first trace's capture allocates in the live-trace scenario
+T1_SIZE = 2 * PER_COMMAND + PER_CORE * (B1 // 2048)  # end + B1's allocation (8 tiles' worth)
+
+
+def _freed_during_capture(dev) -> int:
+    """DRAM full but a hole the capture itself frees: the trace buffer can only go there."""
+    a = _fill(dev, HOLE)
+    small = _fill(dev, 2048)
+    _fill(dev, (1 << 20) - HOLE - 2048)
+    tid = ttsim.begin_trace_capture(dev, cq_id=0)
+    ttsim.deallocate(a)
     ttsim.copy_host_to_device_tensor(ttsim.from_torch(torch.zeros(512, dtype=torch.int32), dtype=ttsim.uint32), small)
-    with pytest.raises(ttsim.TTFatal, match=_pattern(DELETION_TEXT, hole - (2 * PER_COMMAND + PER_CORE), hole)):
+    return tid
+
+
+def _below_a_live_trace(dev) -> tuple[int, int]:
+    """T1's capture allocates above a hole too small for it; T1's buffer takes the top; T2's can
+    only go into the hole, below T1's high-water mark. Returns (t1, t2) with T2 still capturing."""
+    a = _fill(dev, HOLE)
+    _fill(dev, (1 << 20) - HOLE - B1 - T1_SIZE)
+    ttsim.deallocate(a)
+    t1 = ttsim.begin_trace_capture(dev, cq_id=0)
+    _fill(dev, B1)
+    ttsim.end_trace_capture(dev, t1, cq_id=0)
+    return t1, ttsim.begin_trace_capture(dev, cq_id=0)
+
+
+def test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_during_capture(small_dram):
+    tid = _freed_during_capture(small_dram)
+    with pytest.raises(ttsim.TTFatal, match=_pattern(DELETION_TEXT, HOLE - (2 * PER_COMMAND + PER_CORE), HOLE)):
         ttsim.end_trace_capture(small_dram, tid, cq_id=0)
 
 
 def test_dynamic_mode_refuses_a_trace_buffer_below_another_live_traces_dram_activity(small_dram):
-    gap, b1 = 8192, 16384
-    t1_size = 2 * PER_COMMAND + PER_CORE * (b1 // 2048)  # end + B1's allocation (8 tiles' worth)
-    a = _fill(small_dram, gap)
-    _fill(small_dram, (1 << 20) - gap - b1 - t1_size)
-    ttsim.deallocate(a)  # a gap at the bottom, too small for B1
-    t1 = ttsim.begin_trace_capture(small_dram, cq_id=0)
-    _fill(small_dram, b1)  # lands above the gap: T1's high-water mark
-    ttsim.end_trace_capture(small_dram, t1, cq_id=0)  # T1's buffer takes the rest of the top
-    t2 = ttsim.begin_trace_capture(small_dram, cq_id=0)
-    with pytest.raises(ttsim.TTFatal, match=_pattern(LIVE_TRACE_TEXT, gap - PER_COMMAND, (1 << 20) - t1_size)):
+    t1, t2 = _below_a_live_trace(small_dram)
+    with pytest.raises(ttsim.TTFatal, match=_pattern(LIVE_TRACE_TEXT, HOLE - PER_COMMAND, (1 << 20) - T1_SIZE)):
         ttsim.end_trace_capture(small_dram, t2, cq_id=0)
     ttsim.release_trace(small_dram, t1)
     t3 = ttsim.begin_trace_capture(small_dram, cq_id=0)
@@ -464,10 +478,21 @@ def _override():
     ttsim.set_fabric_config(F.FABRIC_2D)
 
 
+def _on_small_dram(fn):
+    mp = pytest.MonkeyPatch()
+    mp.setattr(ttsim.device, "DRAM_SIZE", 1 << 20)
+    dev = ttsim.open_device(device_id=0)
+    try:
+        fn(dev)
+    finally:
+        ttsim.close_device(dev)
+        mp.undo()
+
+
 TRIGGERS = {
     "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.": _outgrow,
-    DELETION_TEXT: None,  # needs a full DRAM: test_dynamic_mode_refuses_a_trace_buffer_below_dram_freed_...
-    LIVE_TRACE_TEXT: None,  # test_dynamic_mode_refuses_a_trace_buffer_below_another_live_traces_dram_activity
+    DELETION_TEXT: lambda: _on_small_dram(lambda d: ttsim.end_trace_capture(d, _freed_during_capture(d), cq_id=0)),
+    LIVE_TRACE_TEXT: lambda: _on_small_dram(lambda d: ttsim.end_trace_capture(d, _below_a_live_trace(d)[1], cq_id=0)),
     "cq_id {} is out of range": _cq1,
     "Trying to get un-initialized fabric context": _ccl_without_fabric,
     "SetFabricConfig({}) is not allowed while devices are still open: it would reinitialize the control plane "
@@ -486,8 +511,6 @@ def test_every_refusal_speaks_a_tt_fatal_text_found_in_the_real_0_81_1_libraries
     missing = [t for t, found in texts.items() if not found]
     assert not missing, f"not in libtt_metal.so / _ttnncpp.so of ttnn 0.81.1: {missing}"
     for template, trigger in TRIGGERS.items():
-        if trigger is None:  # its own test matches the same template (_pattern)
-            continue
         msg = _message(trigger)
         assert re.search(_pattern(template), msg), f"ttsim said {msg!r}; tt-metal says {template!r}"
         ttsim.set_fabric_config(F.DISABLED)
