@@ -44,6 +44,8 @@ def bench_case(cfg_name: str, n: int, tp: int, repeats: int, warmup: int) -> dic
     cfg = getattr(configs, cfg_name)
     if n > cfg.max_context:
         raise SystemExit(f"{cfg_name}: prompt {n} exceeds max_context {cfg.max_context}")
+    if tp > 1:  # collectives need the fabric, set before the mesh opens (tt-metal's rule)
+        ttsim.set_fabric_config(ttsim.FabricConfig.FABRIC_1D)
     dev = ttsim.open_mesh_device(ttsim.MeshShape(1, tp))
     try:
         model = Qwen36Model(ttsim, dev, cfg, generate_weights(cfg, 0), max_slots=1, num_blocks=cfg.max_pages)
@@ -59,6 +61,7 @@ def bench_case(cfg_name: str, n: int, tp: int, repeats: int, warmup: int) -> dic
         secs = record.side_by_side({"streaming": arm("1"), "legacy": arm("0")}, repeats=repeats, warmup=warmup)
     finally:
         ttsim.close_mesh_device(dev)
+        ttsim.set_fabric_config(ttsim.FabricConfig.DISABLED)
     return {
         "config": cfg_name, "tokens": n, "tp": tp, "prefill_chunk": cfg.prefill_chunk, "sdpa_chunk": cfg.sdpa_chunk,
         "streaming_s": secs["streaming"], "legacy_s": secs["legacy"],

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from . import numerics
-from .device import Command, MeshDevice
+from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
 from .seed import derive, junk_bytes
 from .types import (
@@ -333,7 +333,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
         if tensor._device is device:
             return tensor
         raise TTFatal(f"to_device: {_describe(tensor)} is already on another device")
-    cq = 0 if queue_id is None else queue_id
+    cq = current_cq_id() if queue_id is None else queue_id
     device.check_open("to_device")
     device.check_cq(cq, "to_device")
     host = tensor._host
@@ -373,7 +373,7 @@ def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None =
     out = Tensor(tensor._shape, tensor._dtype, tensor._layout, host=None)
     if not blocking:
         out._host_fill = _host_junk(tensor, "from_device")
-    _enqueue_read(tensor, bufs, out, blocking, 0 if queue_id is None else queue_id, "from_device")
+    _enqueue_read(tensor, bufs, out, blocking, current_cq_id() if queue_id is None else queue_id, "from_device")
     return out
 
 
@@ -408,7 +408,7 @@ def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id
             f"copy_host_to_device_tensor: host tensor has {len(host)} shards, device tensor {len(bufs)}"
         )
     device = device_tensor._device
-    cq_id = 0 if cq_id is None else cq_id
+    cq_id = current_cq_id() if cq_id is None else cq_id
     device.check_cq(cq_id, "copy_host_to_device_tensor")
     snapshot = [h.clone() for h in host]
 
@@ -426,7 +426,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
     if host_tensor._device is not None:
         raise TTFatal(f"copy_device_to_host_tensor: destination must be a host tensor, got {_describe(host_tensor)}")
     _check_same_spec("copy_device_to_host_tensor", host_tensor, device_tensor)
-    _enqueue_read(device_tensor, bufs, host_tensor, blocking, 0 if cq_id is None else cq_id,
+    _enqueue_read(device_tensor, bufs, host_tensor, blocking, current_cq_id() if cq_id is None else cq_id,
                   "copy_device_to_host_tensor")
 
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import ttsim
+from fixtures.production import VLLM_TRACE_REGION_SIZE
 from model.flags import ARMS
 from model.generator import Generator
 from model.markov import MARKOV, MarkovModel, greedy_reference
@@ -30,7 +31,7 @@ PROMPTS = {0: list(b"the user asked about the weather in"), 1: list(b"get_weathe
 
 def _run(arm: str) -> tuple[dict[int, list[int]], int]:
     ttsim.set_seed(7)
-    dev = ttsim.open_device(device_id=0)
+    dev = ttsim.open_device(device_id=0, trace_region_size=VLLM_TRACE_REGION_SIZE)  # as the vLLM plugin opens
     dev.lag = 0.0  # every read lands: the only stale bytes are the ones the allocator left
     try:
         model = MarkovModel(ttsim, dev, MARKOV, max_slots=8)

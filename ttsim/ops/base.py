@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from .. import numerics
-from ..device import MeshDevice
+from ..device import MeshDevice, current_cq_id
 from ..tensor import Tensor, _describe
 from ..types import (
     BLOCK_FLOATS,
@@ -129,7 +129,7 @@ def run_op(
     math: Callable[..., torch.Tensor],
     *,
     memory_config: MemoryConfig | None = None,
-    cq_id: int = 0,
+    cq_id: int | None = None,
     chip_args: Callable[[int], tuple] | None = None,
     reads_output: bool = False,
     pool: Tensor | None = None,
@@ -140,6 +140,7 @@ def run_op(
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     """
+    cq_id = current_cq_id() if cq_id is None else cq_id
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
@@ -164,9 +165,10 @@ def run_op(
 
 
 def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Callable[..., None], *,
-                cq_id: int = 0) -> None:
+                cq_id: int | None = None) -> None:
     """Enqueue ``update(target_storage, *logical_inputs, chip_index)`` mutating ``target`` in place."""
     device = target._device
+    cq_id = current_cq_id() if cq_id is None else cq_id
     device.check_cq(cq_id, op)
     tgt_bufs = target._buffers
     in_bufs = [t._buffers for t in inputs]
@@ -188,13 +190,15 @@ def run_collective(
     math: Callable[..., list[torch.Tensor]],
     *,
     memory_config: MemoryConfig | None = None,
-    cq_id: int = 0,
+    cq_id: int | None = None,
 ) -> Tensor:
     """Allocate the output on every chip and enqueue ONE command that sees all chips at once.
 
     ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
+    inputs[0]._device.check_collective(op)
+    cq_id = current_cq_id() if cq_id is None else cq_id
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
