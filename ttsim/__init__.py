@@ -22,6 +22,20 @@ from .api import (
     wait_for_event,
 )
 from .device import Event as MeshEvent
+from .fabric import (
+    DispatchCoreAxis,
+    DispatchCoreConfig,
+    DispatchCoreType,
+    FabricConfig,
+    FabricManagerMode,
+    FabricReliabilityMode,
+    FabricRouterConfig,
+    FabricTensixConfig,
+    FabricUDMMode,
+    get_arch_name,
+    get_fabric_config,
+    set_fabric_config,
+)
 from .device import MeshDevice, digest_state
 from .seed import DEFAULT_SEED, get_seed, set_seed
 from .tensor import (
