@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from hil import devices
 from model.config import TINY
 from model.pcc import comp_pcc
 from model.reference import ReferenceSession
@@ -54,13 +55,13 @@ def test_tp2_equals_tp1(ttnn):
     toks = prompt(200, offset=3)
     out = {}
     for n in (1, 2):
-        dev = ttnn.open_mesh_device(ttnn.MeshShape(1, n))
+        opened = devices.open_mesh(ttnn, ttnn.MeshShape(1, n))  # fabric for 1x2, as the fixtures do
         try:
-            model = build(ttnn, dev, TINY)
+            model = build(ttnn, opened.mesh, TINY)
             assert model.tp == n
             out[n] = model.prefill(toks, slot=2, page_table_row=pages(TINY, 2))
         finally:
-            ttnn.close_mesh_device(dev)
+            devices.close(ttnn, opened)
     ok, pcc = comp_pcc(out[1], out[2], 0.999)
     assert ok, f"TP=2 vs TP=1 PCC {pcc}"
     assert int(out[1].argmax()) == int(out[2].argmax())
