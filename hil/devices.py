@@ -10,8 +10,7 @@ exactly as a card run will. What tt-metal does (conftest.py ``mesh_device`` / ``
   Default here: FABRIC_1D for a multi-chip mesh, no fabric for one chip (initialising a fabric
   for one chip of a multi-card box can time out).
 - ``dispatch_core_axis`` / ``dispatch_core_type`` become a ``DispatchCoreConfig``. On Blackhole a
-  ROW axis is forced to COL unless both a fabric and a fabric tensix config are set (the real
-  runtime throws "ROW dispatch core axis is not supported for blackhole arch unless fabric
+  ROW axis is forced to COL unless a fabric is set with fabric tensix MUX (the real runtime throws "ROW dispatch core axis is not supported for blackhole arch unless fabric
   tensix MUX is enabled"); the type defaults to WORKER, as qwen36 uses on P150.
 - ``trace_region_size`` / ``num_command_queues`` / ``l1_small_size`` / ``worker_l1_size`` pass
   through untouched (0.81.1's defaults are 0 and 1: whoever traces must ask for a region).
@@ -75,7 +74,8 @@ def prepare(ttnn, device_params: dict, num_chips: int) -> Prepared:
         axis = p.pop("dispatch_core_axis", None)
         core_type = p.pop("dispatch_core_type", None)
         if is_blackhole(ttnn):
-            if axis == ttnn.DispatchCoreAxis.ROW and not (fabric_config is not None and tensix is not None):
+            if axis == ttnn.DispatchCoreAxis.ROW and not (fabric_config is not None
+                                                           and tensix == ttnn.FabricTensixConfig.MUX):
                 warnings.warn("Blackhole does not support DispatchCoreAxis.ROW without fabric tensix MUX; using COL",
                               stacklevel=3)
                 axis = ttnn.DispatchCoreAxis.COL
