@@ -1,0 +1,82 @@
+"""``ttsim arms compare``: per-arm rates of two reports side by side, Wilson intervals, overlap."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.arms import wilson
+from fixtures.compare import overlap
+from hil_helpers import ROOT
+
+
+def _report(path, backend, arms):
+    data = {"backend": backend, "arms": {a: {"failed_requests": f, "requests": n} for a, (f, n) in arms.items()}}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "compare", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+def test_overlap_is_symmetric_and_closed():
+    assert overlap((0.1, 0.2), (0.2, 0.3)) and overlap((0.2, 0.3), (0.1, 0.2))
+    assert not overlap((0.1, 0.2), (0.2001, 0.3)) and not overlap((0.2001, 0.3), (0.1, 0.2))
+
+
+def test_two_sim_reports_side_by_side(tmp_path):
+    """A fresh sweep of the simulator against the committed 1000-seed sim report: rates are
+    recomputed from the counts, shown with their Wilson intervals, and they overlap."""
+    fresh = tmp_path / "sim.json"
+    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--arms", "control,all", "--seeds", "2",
+                          "--workers", "1", "--json", str(fresh)], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "TTSIM_RUNS_DIR": str(tmp_path / "runs")})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(fresh.read_text())["backend"] == "ttsim"
+    paths = [ROOT / "docs" / "arms-1000.json", fresh]
+    out = _cli(*paths)
+    assert out.returncode == 0, out.stdout + out.stderr
+    a, b = (json.loads(p.read_text())["arms"] for p in paths)
+    for arm in ("control", "all"):
+        row = [ln for ln in out.stdout.splitlines() if ln.startswith(f"{arm} ")][0]
+        for side in (a, b):
+            lo, hi = wilson(side[arm]["failed_requests"], side[arm]["requests"])
+            assert f"{side[arm]['failed_requests']}/{side[arm]['requests']}" in row and f"[{lo:.4f}, {hi:.4f}]" in row
+        assert row.endswith("yes")
+    assert "only in A" in out.stdout  # the 1000-seed report has more arms than the fresh one
+    assert "verdict: the intervals overlap for every shared arm (" in out.stdout
+
+
+def test_rates_that_differ_are_called_out_and_exit_1(tmp_path):
+    sim = _report(tmp_path / "sim.json", "ttsim", {"control": (183, 32000), "all": (46, 32000), "slots": (1, 10)})
+    hw = _report(tmp_path / "hw.json", "hil", {"control": (20, 320), "all": (0, 320), "no-merge": (5, 10)})
+    out = _cli(sim, hw)
+    assert out.returncode == 1, out.stdout
+    rows = {ln.split()[0]: ln for ln in out.stdout.splitlines()[3:] if ln.strip()}
+    assert rows["control"].endswith("NO") and rows["all"].endswith("yes")
+    assert "slots        only in A" in out.stdout and "no-merge     only in B" in out.stdout
+    assert "B = hil (" in out.stdout
+    assert "the intervals do NOT overlap for control" in out.stdout
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "is not JSON"),
+    ('{"arms": {}}', "is not an arms report"),
+    ('{"arms": {"control": {"requests": 3}}}', "arm 'control' lacks integer failed_requests/requests"),
+    ('{"arms": {"control": {"failed_requests": 4, "requests": 3}}}', "has 4 failed of 3 requests"),
+])
+def test_bad_reports_exit_2_naming_the_file(tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    good = _report(tmp_path / "good.json", "ttsim", {"control": (1, 32)})
+    out = _cli(good, bad)
+    assert out.returncode == 2 and message in out.stderr and str(bad) in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    missing = _cli(good, tmp_path / "nope.json")
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
