@@ -16,7 +16,7 @@ from model_helpers import build, pages, prompt, weights_for
 
 @pytest.mark.parametrize("streaming", ["1", "0"], ids=["streaming", "legacy"])
 @pytest.mark.parametrize("mesh_device", [1, 2], indirect=True, ids=["tp1", "tp2"])
-def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, streaming):
+def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, streaming, record_property):
     """Last-token logits PCC >= 0.99 (bf16) for a one-chunk and a three-chunk prompt."""
     monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
     model = build(ttnn, mesh_device, TINY)
@@ -27,6 +27,7 @@ def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, strea
         want = ReferenceSession(TINY, weights_for(TINY)).prefill(toks)[-1]
         assert got.shape == (TINY.vocab_size,) and got.dtype == torch.float32
         ok, pcc = comp_pcc(want, got, 0.99)
+        record_property(f"pcc_{n}", float(pcc))  # into the --hil session record
         assert ok, f"n={n}: PCC {pcc} < 0.99"
         assert int(got.argmax()) == int(want.argmax())
 
