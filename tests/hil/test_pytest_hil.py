@@ -157,8 +157,13 @@ def test_session_selects_cards_before_import_opens_fabric_first_one_worker_and_r
 
 
 def test_watchdog_kills_a_hung_test_with_one_clear_line_and_keeps_the_record(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tt-smi").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'smi.log'}\n")
+    (bin_dir / "tt-smi").chmod(0o755)
     out, events, records = _fake_session(tmp_path, "-n", "0", "--hil-timeout", "4", "-k", "hangs or tp2",
-                                         HANG="1")
+                                         HANG="1", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert not (tmp_path / "smi.log").exists()  # no --hil-reset: the cards are never reset
     text = out.stdout + out.stderr
     assert out.returncode == -9, text
     line = [ln for ln in text.splitlines() if ln.startswith("hil watchdog:")]
