@@ -127,11 +127,15 @@ def _version(ttnn) -> str:
 def probe(devices: list[int] | None = None, need: int = 1, environ=os.environ) -> Probe:
     """Look for cards through the real ttnn (imported here, after TT_VISIBLE_DEVICES is set)."""
     select_cards(devices, environ)
-    pr = Probe(ok=False, cause=None, python=python_description(), visible_devices=environ.get(VISIBLE_ENV))
     ttnn, cause = _real_ttnn()
     if ttnn is None:
-        pr.cause = cause
-        return pr
+        return Probe(ok=False, cause=cause, python=python_description(), visible_devices=environ.get(VISIBLE_ENV))
+    return inspect(ttnn, devices, need, environ)
+
+
+def inspect(ttnn, devices: list[int] | None = None, need: int = 1, environ=os.environ) -> Probe:
+    """The verdict on an imported (real) ttnn: mock cluster, no card, too few cards, or ok."""
+    pr = Probe(ok=False, cause=None, python=python_description(), visible_devices=environ.get(VISIBLE_ENV))
     pr.ttnn_version, pr.ttnn_path = _version(ttnn), os.path.dirname(getattr(ttnn, "__file__", "") or "")
     if environ.get(MOCK_ENV):
         seen = ""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -20,9 +19,13 @@ def _report(path, backend, arms):
     return path
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "compare", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True)
+def _cli(*args, capsys=None):
+    """The command line in-process (fixtures.cli.main), so a test pays no interpreter start."""
+    from fixtures import cli
+
+    rc = cli.main(["arms", "compare", *map(str, args)])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out.out, out.err)
 
 
 def test_overlap_is_symmetric_and_closed():
@@ -30,17 +33,18 @@ def test_overlap_is_symmetric_and_closed():
     assert not overlap((0.1, 0.2), (0.2001, 0.3)) and not overlap((0.2001, 0.3), (0.1, 0.2))
 
 
-def test_two_sim_reports_side_by_side(tmp_path):
+def test_two_sim_reports_side_by_side(tmp_path, capsys, monkeypatch):
     """A fresh sweep of the simulator against the committed 1000-seed sim report: rates are
     recomputed from the counts, shown with their Wilson intervals, and they overlap."""
+    from fixtures import cli
+
+    monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
     fresh = tmp_path / "sim.json"
-    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--arms", "control,all", "--seeds", "2",
-                          "--workers", "1", "--json", str(fresh)], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "TTSIM_RUNS_DIR": str(tmp_path / "runs")})
-    assert out.returncode == 0, out.stderr
+    assert cli.main(["arms", "--arms", "control,all", "--seeds", "1", "--workers", "1", "--json", str(fresh)]) == 0
+    capsys.readouterr()
     assert json.loads(fresh.read_text())["backend"] == "ttsim"
     paths = [ROOT / "docs" / "arms-1000.json", fresh]
-    out = _cli(*paths)
+    out = _cli(*paths, capsys=capsys)
     assert out.returncode == 0, out.stdout + out.stderr
     a, b = (json.loads(p.read_text())["arms"] for p in paths)
     for arm in ("control", "all"):
@@ -53,10 +57,10 @@ def test_two_sim_reports_side_by_side(tmp_path):
     assert "verdict: the intervals overlap for every shared arm (" in out.stdout
 
 
-def test_rates_that_differ_are_called_out_and_exit_1(tmp_path):
+def test_rates_that_differ_are_called_out_and_exit_1(tmp_path, capsys):
     sim = _report(tmp_path / "sim.json", "ttsim", {"control": (183, 32000), "all": (46, 32000), "slots": (1, 10)})
     hw = _report(tmp_path / "hw.json", "hil", {"control": (20, 320), "all": (0, 320), "no-merge": (5, 10)})
-    out = _cli(sim, hw)
+    out = _cli(sim, hw, capsys=capsys)
     assert out.returncode == 1, out.stdout
     rows = {ln.split()[0]: ln for ln in out.stdout.splitlines()[3:] if ln.strip()}
     assert rows["control"].endswith("NO") and rows["all"].endswith("yes")
@@ -71,12 +75,17 @@ def test_rates_that_differ_are_called_out_and_exit_1(tmp_path):
     ('{"arms": {"control": {"requests": 3}}}', "arm 'control' lacks integer failed_requests/requests"),
     ('{"arms": {"control": {"failed_requests": 4, "requests": 3}}}', "has 4 failed of 3 requests"),
 ])
-def test_bad_reports_exit_2_naming_the_file(tmp_path, content, message):
+def test_bad_reports_exit_2_naming_the_file(tmp_path, capsys, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     good = _report(tmp_path / "good.json", "ttsim", {"control": (1, 32)})
-    out = _cli(good, bad)
+    out = _cli(good, bad, capsys=capsys)
     assert out.returncode == 2 and message in out.stderr and str(bad) in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr
-    missing = _cli(good, tmp_path / "nope.json")
-    assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+def test_compare_command_line_exit_codes(tmp_path):
+    """The real command (a subprocess): a missing file is bad input, exit 2, one line."""
+    good = _report(tmp_path / "good.json", "ttsim", {"control": (1, 32)})
+    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "compare", str(good), str(tmp_path / "no.json")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("ttsim: error: cannot read") and "Traceback" not in out.stderr

@@ -60,3 +60,46 @@ def test_our_mesh_graph_descriptor_is_a_one_cable_1x2_blackhole_mesh():
     # the stock p150_x2 descriptor asks for 4 channels and refuses a one-cable pair
     assert re.findall(r"channels\s*{\s*count:\s*(\d+)", text) == ["2"]
     assert re.search(r'top_level_instance\s*{\s*mesh\s*{\s*mesh_descriptor:\s*"M0"\s*mesh_id:\s*0\s*}\s*}', text)
+
+
+class FakeRuntime:
+    """What hil.discovery.inspect asks of an imported ttnn (the verdicts on the real one are in
+    test_real_ttnn.py)."""
+
+    __version__ = "0.81.1"
+    __file__ = "/fake/ttnn/__init__.py"
+
+    def __init__(self, chips=2, fatal=None):
+        self.chips, self.fatal = chips, fatal
+        self.cluster = type("cluster", (), {"get_cluster_type": staticmethod(lambda: "ClusterType.P150_X2")})
+
+    def GetNumAvailableDevices(self):  # noqa: N802 - ttnn's name
+        if self.fatal:
+            raise RuntimeError(self.fatal)
+        return self.chips
+
+    def get_arch_name(self):
+        return "blackhole"
+
+
+@pytest.mark.parametrize("runtime, devices, need, env, cause", [
+    (FakeRuntime(fatal=REAL_NO_CHIPS), None, 1, {},
+     "no Tenstorrent card found: TT_FATAL num_chips > 0: No chips detected in the cluster (tt_cluster.cpp:129)"),
+    (FakeRuntime(chips=0), None, 1, {}, "no Tenstorrent card found: GetNumAvailableDevices() returned 0"),
+    (FakeRuntime(chips=1), None, 2, {}, "found 1 card(s); the run needs 2 (a 1x2 mesh)"),
+    (FakeRuntime(chips=2), [0, 1, 2], 1, {"TT_VISIBLE_DEVICES": "0,1,2"},
+     "--hil-devices 0,1,2 selects 3 card(s) but ttnn sees 2 with TT_VISIBLE_DEVICES=0,1,2"),
+    (FakeRuntime(chips=1), None, 1, {"TT_METAL_MOCK_CLUSTER_DESC_PATH": "/m.yaml"},
+     "TT_METAL_MOCK_CLUSTER_DESC_PATH is set (/m.yaml): a mock cluster describes chips that do not exist (ttnn "
+     "reports 1 chip(s), cluster type ClusterType.P150_X2); unset it to run on cards"),
+])
+def test_inspect_refuses_with_one_line(runtime, devices, need, env, cause):
+    pr = discovery.inspect(runtime, devices, need, env)
+    assert (pr.ok, pr.cause) == (False, cause)
+
+
+def test_inspect_accepts_enough_cards():
+    pr = discovery.inspect(FakeRuntime(chips=2), [0, 1], 2, {"TT_VISIBLE_DEVICES": "0,1"})
+    assert pr.ok and pr.cause is None and pr.card_ids == [0, 1] and pr.num_chips == 2
+    assert (pr.arch, pr.cluster_type, pr.visible_devices) == ("blackhole", "ClusterType.P150_X2", "0,1")
+    assert discovery.inspect(FakeRuntime(chips=2), None, 1, {}).card_ids == [0, 1]
