@@ -125,6 +125,7 @@ def test_bad_mesh_shape_param(param):
         devices.mesh_shape(ttsim, param)
 
 
+@pytest.mark.simulator_only
 def test_fixtures_open_through_hil_devices(mesh_device, ttnn):
     """The suite's own mesh_device fixture (sim backend) comes up with the fabric configured."""
     assert mesh_device.get_num_devices() == 2
