@@ -89,3 +89,34 @@ def test_compare_command_line_exit_codes(tmp_path):
     out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "compare", str(good), str(tmp_path / "no.json")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.startswith("ttsim: error: cannot read") and "Traceback" not in out.stderr
+
+
+def test_arms_hil_fails_closed_in_the_project_venv(capsys):
+    from fixtures import cli
+
+    assert cli.main(["arms", "--hil", "--arms", "control,all", "--seeds", "1"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ttsim: --hil: refusing to run: the real ttnn is not importable on "
+                                               "Python 3.11"), err
+
+
+def test_arms_hil_writes_the_same_json_with_a_backend_field(tmp_path):
+    """Against tests/hil/fake_ttnn (ttsim posing as the real package): the --hil path selects the
+    cards, runs in one process through the same scenario code, and labels its JSON."""
+    from hil_helpers import FAKE_TTNN, clean_env
+
+    path = tmp_path / "hw.json"
+    env = clean_env(PYTHONPATH=FAKE_TTNN, TTSIM_RUNS_DIR=tmp_path / "runs", FAKE_TTNN_LOG=tmp_path / "log")
+    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--hil", "--hil-devices", "0,1", "--arms",
+                          "all", "--seeds", "1", "--workers", "2", "--json", str(path)], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(path.read_text())
+    assert report["backend"] == "hil" and report["hardware"]["card_ids"] == [0, 1]
+    assert report["hardware"]["ttnn_version"] == "0.81.1+fake" and "readback_lag is not applied" in \
+        report["hardware"]["knobs"]
+    assert set(report["arms"]) == {"all"} and report["arms"]["all"]["requests"] == 32
+    assert "1 seeds x 1 arms" in out.stdout and "on 1 worker(s)" in out.stdout  # cards are exclusive
+    log = [json.loads(ln) for ln in (tmp_path / "log").read_text().splitlines()]
+    assert log[0]["event"] == "import" and log[0]["visible"] == "0,1"
+    assert any(e["event"] == "open_mesh_device" for e in log)
