@@ -100,23 +100,35 @@ def test_arms_hil_fails_closed_in_the_project_venv(capsys):
                                                "Python 3.11"), err
 
 
-def test_arms_hil_writes_the_same_json_with_a_backend_field(tmp_path):
-    """Against tests/hil/fake_ttnn (ttsim posing as the real package): the --hil path selects the
-    cards, runs in one process through the same scenario code, and labels its JSON."""
-    from hil_helpers import FAKE_TTNN, clean_env
+def test_arms_hil_writes_the_same_json_with_a_backend_field(tmp_path, monkeypatch, capsys):
+    """Against tests/hil/fake_ttnn (ttsim posing as the real package), in-process: the --hil path
+    probes in a subprocess, selects the cards before ttnn is imported, runs in one process through
+    the same scenario code, and labels its JSON."""
+    from fixtures import cli
+    from hil_helpers import FAKE_TTNN
 
+    for name in ("TT_VISIBLE_DEVICES", "TT_MESH_GRAPH_DESC_PATH", "TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+        monkeypatch.setenv(name, "")  # undone (removed) after the test, whatever the run sets
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_TTNN))  # for the probe subprocess
+    monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("FAKE_TTNN_LOG", str(tmp_path / "log"))
+    monkeypatch.syspath_prepend(str(FAKE_TTNN))
+    assert "ttnn" not in sys.modules
     path = tmp_path / "hw.json"
-    env = clean_env(PYTHONPATH=FAKE_TTNN, TTSIM_RUNS_DIR=tmp_path / "runs", FAKE_TTNN_LOG=tmp_path / "log")
-    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--hil", "--hil-devices", "0,1", "--arms",
-                          "all", "--seeds", "1", "--workers", "2", "--json", str(path)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    try:
+        rc = cli.main(["arms", "--hil", "--hil-devices", "0,1", "--arms", "all", "--seeds", "1", "--workers", "2",
+                       "--json", str(path)])
+    finally:
+        sys.modules.pop("ttnn", None)
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-3000:]
     report = json.loads(path.read_text())
     assert report["backend"] == "hil" and report["hardware"]["card_ids"] == [0, 1]
     assert report["hardware"]["ttnn_version"] == "0.81.1+fake" and "readback_lag is not applied" in \
         report["hardware"]["knobs"]
     assert set(report["arms"]) == {"all"} and report["arms"]["all"]["requests"] == 32
-    assert "1 seeds x 1 arms" in out.stdout and "on 1 worker(s)" in out.stdout  # cards are exclusive
+    assert "1 seeds x 1 arms" in out.out and "on 1 worker(s)" in out.out  # cards are exclusive
     log = [json.loads(ln) for ln in (tmp_path / "log").read_text().splitlines()]
-    assert log[0]["event"] == "import" and log[0]["visible"] == "0,1"
+    imports = [e for e in log if e["event"] == "import"]
+    assert len(imports) == 2 and all(e["visible"] == "0,1" for e in imports)  # the probe, then this process
     assert any(e["event"] == "open_mesh_device" for e in log)
