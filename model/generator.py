@@ -355,3 +355,10 @@ class Generator:
         self._allocate_inputs()
         for trace in self._traces.values():
             trace.capture()
+
+    def release(self) -> None:
+        """Release every captured trace (a served model's shutdown); the buffers stay allocated."""
+        for trace in self._traces.values():
+            if trace.trace_id is not None:
+                self.ttnn.release_trace(self.mesh_device, trace.trace_id)
+                trace.trace_id = None
