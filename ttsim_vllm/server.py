@@ -57,7 +57,10 @@ def serve_env(overrides: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update({PLATFORM_ENV: "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "VLLM_USE_V2_MODEL_RUNNER": "0",
-                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+                "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                # the CLI defaults to spawn: the engine core would import vLLM and torch again
+                # (~10 s); nothing here initialises CUDA, so fork is safe and vLLM's library default
+                "VLLM_WORKER_MULTIPROC_METHOD": "fork"})
     env.pop("VLLM_TARGET_DEVICE", None)  # "cpu" would override every platform plugin
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(overrides or {})

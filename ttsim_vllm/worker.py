@@ -22,6 +22,8 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, AsyncModelRunnerOutput
 from vllm.v1.worker.worker_base import CompilationTimes, WorkerBase
 
+from .settings import read_start_env
+
 log = logging.getLogger("ttsim_vllm")
 if not log.handlers:  # the worker runs in vLLM's engine process; make our lines reach its log
     _h = logging.StreamHandler()
@@ -32,24 +34,7 @@ if not log.handlers:  # the worker runs in vLLM's engine process; make our lines
 
 #: the Tenstorrent vLLM plugin's trace region (DESIGN §7); ttnn 0.81.1's default is 0
 TRACE_REGION_SIZE = 50_000_000
-STREAMING_ENV = "QWEN36_SDPA_STREAMING"
 KV_LAYER = "model.layers.3.self_attn.attn"
-
-
-def read_start_env(env=os.environ):
-    """Everything the worker reads from the environment, once; ValueError names the variable."""
-    from model.flags import GeneratorFlags
-    from ttsim.seed import parse_seed
-
-    flags = GeneratorFlags.from_env(env)
-    streaming = env.get(STREAMING_ENV, "0")
-    if streaming not in ("0", "1"):
-        raise ValueError(f"{STREAMING_ENV} must be 0 or 1, got {streaming!r}")
-    raw = env.get("TTSIM_SEED")
-    import ttsim
-
-    seed = parse_seed(raw, "TTSIM_SEED") if raw else ttsim.DEFAULT_SEED
-    return flags, streaming == "1", seed
 
 
 class _DeviceOutput(AsyncModelRunnerOutput):
@@ -72,7 +57,11 @@ class TtsimWorker(WorkerBase):
 
         from .modeldir import read_model
 
-        self.flags, self.streaming, self.seed = read_start_env()
+        try:
+            self.flags, self.streaming, self.seed = read_start_env()
+        except ValueError as exc:
+            log.error("ttsim worker refuses to start: %s", exc)
+            raise
         extra = dict(self.vllm_config.additional_config or {})
         mesh_cols = extra.pop("mesh_cols", 1)
         knob_mode = extra.pop("knobs", "swarm")
@@ -87,7 +76,10 @@ class TtsimWorker(WorkerBase):
         if self.scheduler_config.max_num_seqs > MAX_SLOTS:
             raise ValueError(f"--max-num-seqs {self.scheduler_config.max_num_seqs} exceeds the runner's "
                              f"{MAX_SLOTS} slots")
-        self.kv_blocks = min(self.knobs.kv_blocks, NUM_BLOCKS)
+        # the seed's KV budget, but never below one max-length request (+ vLLM's null block):
+        # vLLM refuses to start a server whose cache cannot hold --max-model-len
+        need = -(-self.model_config.max_model_len // self.cache_config.block_size) + 1
+        self.kv_blocks = min(max(self.knobs.kv_blocks, need), NUM_BLOCKS)
         self.device = torch.device("cpu")
         torch.set_num_threads(1)  # two cores shared with the API server process: no OpenMP spinning
         t0 = time.perf_counter()
@@ -153,9 +145,16 @@ class TtsimWorker(WorkerBase):
             self.system.model.prefill(list(b"warm-up" * (cfg.prefill_chunk // 7)), slot=0, page_table_row=row)
         log.info("warm-up: %d decode traces captured, prefill kernel run in %.2f s",
                  len(self.generator._traces), time.perf_counter() - t0)
-        if self.streaming:
+        if self.model_name == "markov":
+            # no attention layer: no SDPA kernel runs, so no banner (the readiness probe fails closed)
+            sdpa = "no SDPA (sweep model)"
+        elif self.streaming:
+            # the kernel logged it on dispatch (ttsim's logger); repeat it in the worker's log
             log.warning("QWEN36_SDPA_STREAMING engaged")
-        log.info("ttsim worker ready: %s", "streaming SDPA" if self.streaming else "legacy SDPA")
+            sdpa = "streaming SDPA"
+        else:
+            sdpa = "legacy SDPA"
+        log.info("ttsim worker ready: %s", sdpa)
         return CompilationTimes(language_model=0.0, encoder=0.0)
 
     # -- steps ------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ How it was found (re-pin after a change to the merge or the generator):
      treatment passes.
 """
 
-GATE_SEED = 0
-CONTROL_FAILS = "req-00"
+GATE_SEED = 29
+CONTROL_FAILS = "req-11"
 CONTROL_ENV = {"QWEN36_PREFILLED_SLOTS_FIX": "0", "QWEN36_MERGE_BATCH_GUARD": "0", "QWEN36_POSITION_CLAMP": "0"}
 
 

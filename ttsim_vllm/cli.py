@@ -1,0 +1,36 @@
+"""`bin/ttsim serve`: `vllm serve` on the fake device, in the foreground, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+
+def serve(args, usage_error) -> int:
+    from . import modeldir, server
+    from .settings import read_start_env
+
+    try:  # the worker reads these at start; refuse here with one line rather than a traceback there
+        read_start_env()
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    if args.model_dir is not None:
+        if not os.path.isdir(args.model_dir):
+            raise usage_error(f"model directory {args.model_dir} does not exist")
+        try:
+            modeldir.read_model(args.model_dir)
+        except ValueError as exc:
+            raise usage_error(str(exc)) from None
+        path = args.model_dir
+    else:
+        path = modeldir.write(tempfile.mkdtemp(prefix="ttsim-model-"), args.model)
+    extra = ("--additional-config", f'{{"mesh_cols": {args.mesh_cols}}}') if args.mesh_cols != 1 else ()
+    cmd = server.serve_command(path, args.port, extra)
+    env = server.serve_env({"TTSIM_SEED": str(args.seed)})
+    print(f"ttsim serve: model {path} on http://127.0.0.1:{args.port} (seed {args.seed}; fix flags and "
+          f"QWEN36_SDPA_STREAMING from the environment)\n  {' '.join(cmd)}", flush=True)
+    try:
+        return subprocess.call(cmd, env=env, cwd=server.ROOT)
+    except KeyboardInterrupt:
+        return 0
