@@ -18,6 +18,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 BANNER = "QWEN36_SDPA_STREAMING engaged"
 
@@ -55,6 +56,20 @@ class Answer:
 
     def show(self) -> str:
         return repr(self.text) + (f" ids={list(self.token_ids)}" if self.token_ids is not None else "")
+
+
+@dataclass
+class GateTarget:
+    """What a gate runs against: a sim server (``server`` set, its log readable) or a live
+    endpoint (its log readable only if given)."""
+
+    kind: str  # "sim" or "endpoint"
+    url: str
+    log_text: Callable[[], str] | None
+    server: object = None
+
+    def report(self, gate: str) -> "GateReport":
+        return GateReport(gate, "sim" if self.kind == "sim" else self.url)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ def serve(args, usage_error) -> int:
         path = args.model_dir
     else:
         path = modeldir.write(tempfile.mkdtemp(prefix="ttsim-model-"), args.model)
+    if not server.plugin_installed():
+        raise usage_error("the ttsim_vllm platform plugin is not installed (vLLM reads installed entry points); "
+                          "run bin/setup")
     extra = ("--additional-config", f'{{"mesh_cols": {args.mesh_cols}}}') if args.mesh_cols != 1 else ()
     cmd = server.serve_command(path, args.port, extra)
     env = server.serve_env({"TTSIM_SEED": str(args.seed)})

@@ -109,9 +109,19 @@ def health(url: str, timeout: float = 2.0) -> int | None:
         return None
 
 
+def plugin_installed() -> bool:
+    """vLLM finds platform plugins through the INSTALLED distribution's entry points."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value.startswith("ttsim_vllm:") for ep in entry_points(group="vllm.platform_plugins"))
+
+
 def start(model_dir: str, log_path: Path, *, env: dict[str, str] | None = None, deadline_s: float = 240.0,
           extra: tuple[str, ...] = ()) -> Server:
     """Start the server and wait until it is ready; ServerError (with the log tail) otherwise."""
+    if not plugin_installed():
+        raise ServerError("the ttsim_vllm platform plugin is not installed: vLLM reads platform plugins from "
+                          "installed entry points (pyproject.toml); run bin/setup to reinstall the project")
     port = free_port()
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)

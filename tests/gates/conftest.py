@@ -8,26 +8,13 @@ session end, and a failing test gets the server's log tail attached.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED
-
-@dataclass
-class Target:
-    kind: str  # "sim" or "endpoint"
-    url: str
-    log_text: Callable[[], str] | None
-    server: object = None
-
-    def report(self, gate: str) -> gates.GateReport:
-        return gates.GateReport(gate, "sim" if self.kind == "sim" else self.url)
-
 
 @pytest.fixture(scope="session")
 def endpoint(request) -> str | None:
@@ -42,42 +29,66 @@ def endpoint(request) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory) -> str:
+def model_dirs(tmp_path_factory):
+    """The generated model directory of each sim model, written once per session."""
     from ttsim_vllm import modeldir
 
-    return modeldir.write(str(tmp_path_factory.mktemp("ttsim-model")), "tiny")
+    dirs: dict[str, str] = {}
+
+    def get(model: str) -> str:
+        if model not in dirs:
+            dirs[model] = modeldir.write(str(tmp_path_factory.mktemp(f"model-{model}")), model)
+        return dirs[model]
+
+    return get
 
 
 @pytest.fixture(scope="session")
-def sim_servers(tmp_path_factory, model_dir):
-    """Start-once sim servers by arm ("treatment": production flags; "control": fixes off)."""
+def sim_servers(tmp_path_factory, model_dirs):
+    """Start-once sim servers by (model, arm); "treatment" = production's flags, "control" =
+    every fix off. Reaped at session end."""
     from ttsim_vllm import server as S
 
-    started: dict[str, S.Server] = {}
+    started: dict[tuple[str, str], S.Server] = {}
 
-    def get(arm: str) -> S.Server:
-        if arm not in started:
+    def get(model: str, arm: str = "treatment") -> S.Server:
+        key = (model, arm)
+        if key not in started:
             env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "1",
                    **(CONTROL_ENV if arm == "control" else {})}
-            log = tmp_path_factory.mktemp(f"server-{arm}") / "vllm-serve.log"
+            log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
-                started[arm] = S.start(model_dir, log, env=env)
+                started[key] = S.start(model_dirs(model), log, env=env)
             except S.ServerError as exc:
-                pytest.fail(f"sim server ({arm}) did not start: {exc}", pytrace=False)
-        return started[arm]
+                pytest.fail(f"sim server ({model}, {arm}) did not start: {exc}", pytrace=False)
+        return started[key]
 
     yield get
     for s in started.values():
         s.stop()
 
 
-@pytest.fixture(scope="session")
-def target(endpoint, sim_servers, request) -> Target:
+def _target(request, endpoint, sim_servers, model: str, arm: str = "treatment") -> gates.GateTarget:
     if endpoint is not None:
         path = request.config.getoption("--server-log")
-        return Target("endpoint", endpoint, (lambda: Path(path).read_text(errors="replace")) if path else None)
-    s = sim_servers("treatment")
-    return Target("sim", s.url, s.log_text, s)
+        return gates.GateTarget("endpoint", endpoint, (lambda: Path(path).read_text(errors="replace")) if path else None)
+    s = sim_servers(model, arm)
+    return gates.GateTarget("sim", s.url, s.log_text, s)
+
+
+@pytest.fixture(scope="session")
+def target(endpoint, sim_servers, request) -> gates.GateTarget:
+    """Readiness and stage 2: the TINY Qwen3.6-style hybrid (its chunked-prefill SDPA kernel
+    logs the streaming banner), or the endpoint."""
+    return _target(request, endpoint, sim_servers, "tiny")
+
+
+@pytest.fixture(scope="session")
+def stage3_target(endpoint, sim_servers, request) -> gates.GateTarget:
+    """Stage 3 on the sim: the sweep model (the whole serving path, no transformer math; any
+    wrong token or position changes its continuation). Measured over HTTP on this machine,
+    stage 3 costs 4.3 s with it against 61 s with TINY (bench/bench_serve.py)."""
+    return _target(request, endpoint, sim_servers, "markov")
 
 
 @pytest.fixture
@@ -98,9 +109,8 @@ def report_path(request, tmp_path_factory):
 def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed and call.when == "call":
-        for name in ("target", "control_target"):
-            t = item.funcargs.get(name) if hasattr(item, "funcargs") else None
-            if t is not None and getattr(t, "server", None) is not None:
+        for name, t in getattr(item, "funcargs", {}).items():
+            if isinstance(t, gates.GateTarget) and t.server is not None:
                 report.sections.append((f"vllm serve log ({name}, tail)", t.server.log_tail(60)))
         for key, value in item.user_properties:
             if key == "gate_report":

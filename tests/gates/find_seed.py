@@ -1,6 +1,6 @@
 """Find (or re-check) the pinned seed of the HTTP negative control.
 
-    .venv/bin/python tests/gates/find_seed.py SEED [SEED ...] [--repeats N] [--arms control,treatment]
+    .venv/bin/python tests/gates/find_seed.py SEED [SEED ...] [--repeats N] [--arms control,treatment] [--model markov]
 
 For each seed and arm, starts a fresh sim server (TTSIM_SEED=SEED, the control arm with the
 fixes off by env), runs the stage-3 gate's concurrent-vs-serial check on the seed's workload
@@ -43,9 +43,10 @@ def main() -> int:
     p.add_argument("seeds", type=int, nargs="+")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", default="control,treatment")
+    p.add_argument("--model", choices=modeldir.MODELS, default="markov")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        md = modeldir.write(f"{d}/model", "tiny")
+        md = modeldir.write(f"{d}/model", a.model)
         for seed in a.seeds:
             for arm in a.arms.split(","):
                 for i in range(a.repeats):

@@ -144,3 +144,12 @@ def test_endpoint_that_does_not_answer_exits_non_zero_with_one_line(tmp_path):
     lines = [ln for ln in (p.stdout + p.stderr).splitlines() if f"endpoint {url} is not serving" in ln]
     assert len(lines) == 1, p.stdout + p.stderr
     assert time.monotonic() - t0 < 60
+
+
+def test_answers_differ_by_token_ids_even_when_their_text_is_the_same():
+    """Invalid UTF-8 bytes all decode to U+FFFD: the text alone would hide a wrong token."""
+    a = gates.Answer("\ufffd", (200,))
+    assert not a.same(gates.Answer("\ufffd", (201,)))
+    assert a.same(gates.Answer("\ufffd", (200,)))
+    assert a.same(gates.Answer("\ufffd", None))  # a server that reports no ids: text only
+    assert not a.same(gates.Answer("x", (200,)))

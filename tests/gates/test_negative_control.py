@@ -16,12 +16,11 @@ pytestmark = [pytest.mark.xdist_group("gates-control"), pytest.mark.needs_fault_
 
 @pytest.fixture(scope="module")
 def control_target(endpoint, sim_servers):
+    """The stage-3 sim server's twin (same model, seed and workload) with every fix off."""
     if endpoint is not None:
         pytest.skip("the control arm is a sim server with the fixes off; not the live endpoint")
-    from conftest import Target
-
-    s = sim_servers("control")
-    return Target("sim", s.url, s.log_text, s)
+    s = sim_servers("markov", "control")
+    return gates.GateTarget("sim", s.url, s.log_text, s)
 
 
 def test_stage3_fails_in_the_control_arm_naming_the_request(control_target, report_path):
@@ -30,7 +29,7 @@ def test_stage3_fails_in_the_control_arm_naming_the_request(control_target, repo
         assert var in CONTROL_ENV and "prefilled_slots_fix=False" in log, var
     report = control_target.report("stage3-control")
     client = gates.GateClient(control_target.url, report)
-    r = gates.stage3(report, client, stage3_requests(GATE_SEED), repeats=1)
+    r = gates.stage3(report, client, stage3_requests(GATE_SEED))
     r.write(report_path("stage3-control"))
     check = next(c for c in r.checks if c["check"] == "concurrent-equals-serial")
     assert check["status"] == "fail", f"seed {GATE_SEED}: the control arm passed stage 3 (re-pin: gate_seeds.py)"
