@@ -13,17 +13,16 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from hil.gates import health
 
 from . import PLATFORM_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVED_NAME = "ttsim"
 READY_LINE = "ttsim worker ready"
-BANNER = "QWEN36_SDPA_STREAMING engaged"
 
 # Production-like engine settings on the runner's geometry: 8 stable slots, 32-token blocks,
 # 128-token prefill chunks, async scheduling (the batch queue of 2), prefix caching, the
@@ -96,17 +95,6 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def health(url: str, timeout: float = 2.0) -> int | None:
-    """HTTP status of GET url/health, or None when nothing answers."""
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, ValueError):
-        return None
 
 
 def plugin_installed() -> bool:

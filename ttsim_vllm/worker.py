@@ -6,7 +6,7 @@ QWEN36_PREFILLED_SLOTS_FIX, QWEN36_MERGE_BATCH_GUARD, QWEN36_POSITION_CLAMP, ...
 memory, command-queue lag, and the seed's swarm knobs). A bad value refuses to start,
 naming the variable. ``--additional-config`` takes ``{"mesh_cols": 1|2, "knobs": "swarm"|"quiet"}``.
 
-Async scheduling as in the Tenstorrent plugin: ``execute_model`` enqueues the step on the
+Async scheduling: ``execute_model`` enqueues the step on the
 device and returns nothing; ``sample_tokens`` hands back an ``AsyncModelRunnerOutput`` whose
 ``get_output`` reads the device only when EngineCore blocks on it (one step later).
 """
@@ -14,7 +14,6 @@ device and returns nothing; ``sample_tokens`` hands back an ``AsyncModelRunnerOu
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import torch
