@@ -280,7 +280,8 @@ def stage3(report: GateReport, client: GateClient, requests: list[GateRequest], 
     runs = [run_concurrent(client, "concurrent", requests, concurrency) for _ in range(repeats)]
     bad = _diff(serial, runs[0])
     report.check("concurrent-equals-serial", not bad, "; ".join(bad),
-                 failed_requests=[b.split(":")[0] for b in bad], requests=len(requests), concurrency=concurrency)
+                 failed_requests=[b.split(":")[0] for b in bad], requests=len(requests), concurrency=concurrency,
+                 completion_tokens=sum(len(a.token_ids) for a in runs[0].values() if a.token_ids is not None))
     drift = [d for run in runs[1:] for d in _diff(runs[0], run)]
     report.check("determinism", not drift, "; ".join(drift), repeats=repeats)
 

@@ -76,7 +76,8 @@ def write(path: str, model: str = "tiny") -> str:
                     "num_key_value_heads": 1, "head_dim": 32, "num_hidden_layers": 1, "max_context": c.max_context}
     os.makedirs(path, exist_ok=True)
     max_context = geometry.pop("max_context")
-    config = {"architectures": [ARCH], "model_type": "llama", "vocab_size": 256,
+    # a byte vocabulary has no special tokens: no BOS/EOS (llama's defaults would make byte 2 an EOS)
+    config = {"architectures": [ARCH], "model_type": "llama", "vocab_size": 256, "bos_token_id": None, "eos_token_id": None,
               "max_position_embeddings": max_context, "torch_dtype": "float32", "ttsim_model": model, **geometry}
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
