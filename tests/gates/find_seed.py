@@ -24,9 +24,9 @@ from hil import gates  # noqa: E402
 from ttsim_vllm import modeldir, server  # noqa: E402
 
 
-def run(seed: int, arm: str, model_dir: str, log: Path) -> list[str]:
+def run(seed: int, arm: str, model_dir: str, log: Path, knobs: str) -> list[str]:
     env = {"TTSIM_SEED": str(seed), "QWEN36_SDPA_STREAMING": "1", **(CONTROL_ENV if arm == "control" else {})}
-    s = server.start(model_dir, log, env=env)
+    s = server.start(model_dir, log, env=env, extra=("--additional-config", f'{{"knobs": "{knobs}"}}'))
     try:
         report = gates.GateReport("stage3", "sim")
         client = gates.GateClient(s.url, report)
@@ -44,14 +44,15 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", default="control,treatment")
     p.add_argument("--model", choices=modeldir.MODELS, default="markov")
+    p.add_argument("--knobs", choices=("quiet", "swarm"), default="quiet", help="the server's device knobs")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         md = modeldir.write(f"{d}/model", a.model)
         for seed in a.seeds:
             for arm in a.arms.split(","):
                 for i in range(a.repeats):
-                    failed = run(seed, arm, md, Path(d) / f"{seed}-{arm}-{i}.log")
-                    print(f"seed {seed} {arm} repeat {i}: failed {failed or '-'}", flush=True)
+                    failed = run(seed, arm, md, Path(d) / f"{seed}-{arm}-{i}.log", a.knobs)
+                    print(f"seed {seed} {a.knobs} {arm} repeat {i}: failed {failed or '-'}", flush=True)
     return 0
 
 
