@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tempfile
 
@@ -33,7 +34,14 @@ def serve(args, usage_error) -> int:
     env = server.serve_env({"TTSIM_SEED": str(args.seed)})
     print(f"ttsim serve: model {path} on http://127.0.0.1:{args.port} (seed {args.seed}; fix flags and "
           f"QWEN36_SDPA_STREAMING from the environment)\n  {' '.join(cmd)}", flush=True)
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # `kill` stops the server too, as Ctrl-C does
+    proc = subprocess.Popen(cmd, env=env, cwd=server.ROOT, start_new_session=True)
+    running = server.Server(f"http://127.0.0.1:{args.port}", args.port, proc, None)
     try:
-        return subprocess.call(cmd, env=env, cwd=server.ROOT)
-    except KeyboardInterrupt:
+        return proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C: stop the API server and its engine core, then reap them
+        running.stop()
         return 0

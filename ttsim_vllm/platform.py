@@ -57,15 +57,18 @@ class TtsimPlatform(Platform):
 
     @classmethod
     def validate_request(cls, processed_inputs, params) -> None:
-        """The runner samples greedily on the device (argmax into the trace's token buffer)."""
+        """The runner samples greedily on the device (argmax into the trace's token buffer);
+        anything else is refused as a client error (HTTP 400) naming the parameter."""
+        from vllm.exceptions import VLLMValidationError
         from vllm.sampling_params import SamplingParams
 
         if not isinstance(params, SamplingParams):
-            raise ValueError("ttsim serves generation only")
+            raise VLLMValidationError("ttsim serves generation only")
         if params.temperature not in (0, 0.0):
-            raise ValueError(f"ttsim samples greedily on the device (argmax); pass temperature=0, "
-                             f"got temperature={params.temperature}")
+            raise VLLMValidationError("ttsim samples greedily on the device (argmax): pass temperature=0",
+                                      parameter="temperature", value=params.temperature)
         if params.structured_outputs is not None:
-            raise ValueError("ttsim does not apply structured-output grammars (sampling is on the device)")
+            raise VLLMValidationError("ttsim does not apply structured-output grammars (sampling is on the device)",
+                                      parameter="structured_outputs")
         if params.logprobs or params.prompt_logprobs:
-            raise ValueError("ttsim returns no logprobs (sampling is on the device)")
+            raise VLLMValidationError("ttsim returns no logprobs (sampling is on the device)", parameter="logprobs")
