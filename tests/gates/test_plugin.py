@@ -84,3 +84,18 @@ def test_the_worker_refuses_to_start_on_a_bad_flag_naming_it(monkeypatch):
     with pytest.raises(ValueError, match="QWEN36_MERGE_BATCH_GUARD must be 0 or 1, got 'maybe'"):
         worker.init_device()
     assert not hasattr(worker, "system")  # no device was opened
+
+
+def test_requests_the_device_cannot_serve_are_client_errors_naming_the_parameter():
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import SamplingParams
+
+    from ttsim_vllm.platform import TtsimPlatform
+
+    TtsimPlatform.validate_request(None, SamplingParams(temperature=0.0, max_tokens=4))
+    with pytest.raises(VLLMValidationError) as exc:
+        TtsimPlatform.validate_request(None, SamplingParams(temperature=0.7, max_tokens=4))
+    assert exc.value.parameter == "temperature" and "greedily" in str(exc.value)
+    with pytest.raises(VLLMValidationError) as exc:
+        TtsimPlatform.validate_request(None, SamplingParams(temperature=0.0, logprobs=2))
+    assert exc.value.parameter == "logprobs"
