@@ -14,7 +14,7 @@ import pytest
 
 from hil import gates
 
-from gate_seeds import CONTROL_ENV, GATE_SEED
+from gate_seeds import CONTROL_ENV, GATE_SEED, TREATMENT_ENV
 
 # The gate servers inject no swarm fault knobs (no forced bucket churn or scratch
 # allocations): the device is still seeded (junk memory, command-queue lag), and the slot-reuse
@@ -52,8 +52,8 @@ def model_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sim_servers(tmp_path_factory, model_dirs):
-    """Start-once sim servers by (model, arm); "treatment" = production's flags, "control" =
-    every fix off. Reaped at session end."""
+    """Start-once sim servers by (model, arm); "treatment" = every fix on (TREATMENT_ENV),
+    "control" = production's fixes off. Reaped at session end."""
     from ttsim_vllm import server as S
 
     started: dict[tuple[str, str], S.Server] = {}
@@ -62,7 +62,7 @@ def sim_servers(tmp_path_factory, model_dirs):
         key = (model, arm)
         if key not in started:
             env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "1",
-                   **(CONTROL_ENV if arm == "control" else {})}
+                   **(CONTROL_ENV if arm == "control" else TREATMENT_ENV)}
             log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
                 started[key] = S.start(model_dirs(model), log, env=env, extra=QUIET)

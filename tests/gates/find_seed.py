@@ -18,14 +18,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-from gate_seeds import CONTROL_ENV, stage3_requests  # noqa: E402
+from gate_seeds import CONTROL_ENV, TREATMENT_ENV, stage3_requests  # noqa: E402
 
 from hil import gates  # noqa: E402
 from ttsim_vllm import modeldir, server  # noqa: E402
 
 
 def run(seed: int, arm: str, model_dir: str, log: Path, knobs: str) -> list[str]:
-    env = {"TTSIM_SEED": str(seed), "QWEN36_SDPA_STREAMING": "1", **(CONTROL_ENV if arm == "control" else {})}
+    env = {"TTSIM_SEED": str(seed), "QWEN36_SDPA_STREAMING": "1", **(CONTROL_ENV if arm == "control" else TREATMENT_ENV)}
     s = server.start(model_dir, log, env=env, extra=("--additional-config", f'{{"knobs": "{knobs}"}}'))
     try:
         report = gates.GateReport("stage3", "sim")

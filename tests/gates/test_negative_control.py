@@ -1,7 +1,7 @@
 """The negative control at the HTTP level: the same stage-3 gate body, on the pinned seed,
 against a sim server started in the control arm (every production fix off by env). The
-slot-reuse defect emerges and the gate must FAIL naming the request; with production's
-flags (test_gates.py::test_stage3, same seed, same workload) it passes."""
+slot-reuse defect emerges and the gate must FAIL naming the request; with every fix on
+(test_gates.py::test_stage3, same seed, same workload) it passes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.xdist_group("gates-control"), pytest.mark.needs_fault_
 
 @pytest.fixture(scope="module")
 def control_target(endpoint, sim_servers):
-    """The stage-3 sim server's twin (same model, seed and workload) with every fix off."""
+    """The stage-3 sim server's twin (same model, seed and workload) with production's fixes off."""
     if endpoint is not None:
         pytest.skip("the control arm is a sim server with the fixes off; not the live endpoint")
     s = sim_servers("markov", "control")
