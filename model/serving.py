@@ -1,7 +1,14 @@
 """The serving loop: vLLM's real AsyncScheduler driving the generator.
 
-``Engine`` is vLLM's EngineCore.step_with_batch_queue with async scheduling: step k+1 is
-scheduled (and submitted) before step k's output is processed. ``TTRunner`` plays the
+Two paths drive one runner:
+
+- the served path: vLLM's real EngineCore (``vllm serve``) calls ``TTRunner.execute`` through
+  the ``ttsim_vllm`` platform's worker, one step per ``execute_model``/``sample_tokens``;
+- the in-process path: ``Engine`` below re-enacts EngineCore.step_with_batch_queue (async
+  scheduling: step k+1 is scheduled and submitted before step k's output is processed)
+  without processes or HTTP, because the 1000-seed sweeps need its speed.
+
+``TTRunner`` plays the
 Tenstorrent vLLM plugin's model runner: it places each request in a stable slot (a
 request never moves once placed; a freed slot is reused by the next admission), runs
 prefill chunks, and runs decode through the generator's per-bucket traces.
@@ -207,7 +214,8 @@ class TTRunner:
 
 
 class Engine:
-    """EngineCore.step_with_batch_queue with a batch queue of 2 (async scheduling)."""
+    """The in-process path (sweeps): EngineCore.step_with_batch_queue with a batch queue of 2
+    (async scheduling), driving the same ``TTRunner`` the served path's worker drives."""
 
     def __init__(self, scheduler, runner: TTRunner):
         self.s = scheduler
