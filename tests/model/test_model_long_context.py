@@ -52,6 +52,38 @@ def test_prefill_8k_matches_reference_streaming_and_legacy(ttnn, mesh_device, mo
     _check("streaming vs legacy", legacy, streaming, 0.999, record=record_property)
 
 
+def _peaked_weights(cfg):
+    """Peaked attention: q/k RMSNorm gains of 3 (scores 9x sharper, so a later KV chunk often
+    raises the running max) and the attention layers' output projections 8x louder, so the
+    last-token logits depend on what the attention kernel returns, not only on the residual
+    stream and the linear-attention layers (with the stock weights they barely do)."""
+    w = dict(weights_for(cfg))
+    for name in w:
+        if name.endswith(("self_attn.q_norm", "self_attn.k_norm")):
+            w[name] = torch.full_like(w[name], 2.0)  # RMSNorm with (1 + w)
+        elif name.endswith("self_attn.o_proj"):
+            w[name] = w[name] * 8.0
+    return w
+
+
+@pytest.mark.parametrize("mesh_device", [1], indirect=True)
+def test_peaked_attention_gate_sees_the_online_softmax(ttnn, mesh_device, monkeypatch, record_property):
+    """The model-level gate must see a broken streaming kernel. With the stock weights the 8k
+    PCC moved only 0.999966 -> 0.999960 when the rescale by exp(m_old - m_new) was removed;
+    here the same mutation gives 0.99771 (< 0.9994) while the real kernel gives 0.99952."""
+    n = 2048
+    cfg = _long_config(n, 512)
+    w = _peaked_weights(cfg)
+    toks = prompt(n)
+    want = reference_last_logits(cfg, w, toks)
+    monkeypatch.setenv("QWEN36_SDPA_STREAMING", "1")
+    from model.qwen36 import Qwen36Model
+
+    model = Qwen36Model(ttnn, mesh_device, cfg, w, max_slots=1, num_blocks=cfg.max_pages)
+    got = model.prefill(toks, slot=0, page_table_row=torch.arange(cfg.max_pages, dtype=torch.int32))
+    _check("peaked streaming vs reference", want, got, record=record_property)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mesh_device", [2], indirect=True)
 def test_prefill_32k_tp2_matches_reference(ttnn, mesh_device, monkeypatch, record_property):
