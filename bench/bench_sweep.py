@@ -3,10 +3,11 @@
     .venv/bin/python -m bench.bench_sweep [--seeds 200] [--chunks 4] [--workers 2] [--against REV]
 
 Runs ``python -m fixtures.cli arms`` (all arms, the sweep model) over the same seeds in this
-tree and, with ``--against REV``, in a temporary ``git worktree`` of REV, alternating chunks
-of seeds between the two trees so machine noise hits both alike. Each chunk's ``--json``
-report must be byte-identical between the trees (no fidelity traded for speed). Times are
-the sweep walls the CLI records (process start-up excluded) plus the whole command's wall.
+tree and, with ``--against REV``, in a temporary ``git worktree`` of REV. The two trees run
+each chunk of seeds AT THE SAME TIME with half the workers each, so a shared machine's
+changing load hits both alike; the speedup is the ratio of their sweep walls. Each chunk's
+``--json`` report must be byte-identical between the trees (no fidelity traded for speed).
+Times are the sweep walls the CLI records (process start-up excluded) plus the command's wall.
 Targets: 6 arms x 1000 seeds <= 120 s (stretch 60 s); the default job (200 seeds) <= 30 s.
 The record goes to the runs folder (fixtures.records) as sweep.jsonl.
 """
@@ -27,17 +28,24 @@ from bench import record
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run_chunk(tree: Path, seed_start: int, seeds: int, workers: int, out: Path, runs: Path) -> dict:
-    env = {**os.environ, "TTSIM_RUNS_DIR": str(runs), "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-m", "fixtures.cli", "arms", "--seeds", str(seeds), "--seed-start", str(seed_start),
-           "--workers", str(workers), "--json", str(out)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_sweep: {' '.join(cmd)} in {tree} failed:\n{proc.stderr[-2000:]}")
-    rec = json.loads((runs / "arms.jsonl").read_text().splitlines()[-1])
-    return {"sweep_s": rec["wall_s"], "command_s": wall, "json": out.read_bytes()}
+def _run_chunks(jobs: dict[str, tuple[Path, Path, Path]], seed_start: int, seeds: int, workers: int) -> dict:
+    """Run the CLI over the same seeds in every tree of ``jobs`` (name -> tree, json, runs) at once."""
+    procs = {}
+    for name, (tree, out, runs) in jobs.items():
+        env = {**os.environ, "TTSIM_RUNS_DIR": str(runs), "PYTHONPATH": str(tree)}
+        cmd = [sys.executable, "-m", "fixtures.cli", "arms", "--seeds", str(seeds), "--seed-start", str(seed_start),
+               "--workers", str(workers), "--json", str(out)]
+        procs[name] = (cmd, time.perf_counter(), subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
+                                                                   stderr=subprocess.PIPE, text=True))
+    got = {}
+    for name, (cmd, t0, proc) in procs.items():
+        _, err = proc.communicate()
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"bench_sweep: {' '.join(cmd)} in {jobs[name][0]} failed:\n{err[-2000:]}")
+        rec = json.loads((jobs[name][2] / "arms.jsonl").read_text().splitlines()[-1])
+        got[name] = {"sweep_s": rec["wall_s"], "command_s": wall, "json": jobs[name][1].read_bytes()}
+    return got
 
 
 def main(argv=None) -> int:
@@ -61,12 +69,11 @@ def main(argv=None) -> int:
             totals = {k: {"sweep_s": 0.0, "command_s": 0.0} for k in trees}
             identical = True
             bounds = [args.seeds * i // args.chunks for i in range(args.chunks + 1)]
+            workers = max(1, args.workers // len(trees))
             for c, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
-                order = list(trees) if c % 2 == 0 else list(reversed(trees))
-                got = {}
-                for name in order:
-                    runs = tmp / f"runs-{name}"
-                    got[name] = _run_chunk(trees[name], lo, hi - lo, args.workers, tmp / f"{name}-{c}.json", runs)
+                got = _run_chunks({name: (tree, tmp / f"{name}-{c}.json", tmp / f"runs-{name}")
+                                   for name, tree in trees.items()}, lo, hi - lo, workers)
+                for name in trees:
                     for k in totals[name]:
                         totals[name][k] += got[name][k]
                     print(f"chunk {c + 1}/{args.chunks} seeds {lo}..{hi - 1} {name}: sweep {got[name]['sweep_s']:.1f} s, "
@@ -78,9 +85,9 @@ def main(argv=None) -> int:
             if args.against:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["old"])], cwd=ROOT,
                                capture_output=True)
-    rec = {"seeds": args.seeds, "arms": "all", "model": "markov", "workers": args.workers, "chunks": args.chunks,
+    rec = {"seeds": args.seeds, "arms": "all", "model": "markov", "workers_per_tree": workers, "chunks": args.chunks,
            "new": totals["new"], "load_avg_1m": os.getloadavg()[0]}
-    line = f"{args.seeds} seeds x all arms on {args.workers} workers: new sweep {totals['new']['sweep_s']:.1f} s"
+    line = f"{args.seeds} seeds x all arms, {workers} worker(s) per tree: new sweep {totals['new']['sweep_s']:.1f} s"
     if args.against:
         ratio = totals["old"]["sweep_s"] / totals["new"]["sweep_s"]
         rec.update({"against": args.against, "old": totals["old"], "speedup": ratio, "json_identical": identical})

@@ -64,6 +64,7 @@ class _ReqState:
     slot: int | None = None
     prefilled: bool = False
     upto: int = 0  # prompt tokens the model has actually prefilled
+    row: tuple | None = None  # (blocks, page-table row) memo of TTRunner._page_row
 
 
 class TTRunner:
@@ -106,8 +107,11 @@ class TTRunner:
             self.slots[st.slot] = None
 
     def _page_row(self, st: _ReqState):
-        blocks = st.blocks[: self.max_pages]
-        return torch.tensor(blocks + [0] * (self.max_pages - len(blocks)), dtype=torch.int32)
+        """The request's page-table row (read-only: rebuilt only when its blocks change)."""
+        blocks = tuple(st.blocks[: self.max_pages])
+        if st.row is None or st.row[0] != blocks:
+            st.row = (blocks, torch.tensor(blocks + (0,) * (self.max_pages - len(blocks)), dtype=torch.int32))
+        return st.row[1]
 
     # -- one engine step ------------------------------------------------------------------
     def execute(self, so) -> Callable[[], object]:

@@ -129,7 +129,7 @@ class Shape(tuple):
     """ttnn.Shape: a tuple of ints that prints like ttnn's."""
 
     def __new__(cls, shape):
-        return super().__new__(cls, (int(d) for d in shape))
+        return tuple.__new__(cls, map(int, shape))
 
     @property
     def rank(self) -> int:

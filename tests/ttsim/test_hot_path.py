@@ -124,3 +124,12 @@ def test_the_memo_is_not_served_once_its_values_were_written_into(device):
     assert chip_logical(buf, x) is first  # converted once
     first.add_(5.0)  # a math that wrongly writes into its input
     assert chip_logical(buf, x).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("bad", [4, 2**31 + 3, 2**32 - 1])
+def test_an_embedding_id_outside_the_vocab_is_named(device, bad):
+    tbl = table(device, 0.0)  # vocab 4
+    raw = torch.tensor([[1, bad]], dtype=torch.int64)
+    ids = rm(((raw & 0xFFFFFFFF) - ((raw & 0x80000000) << 1)).to(torch.int32), device, ttsim.uint32)
+    with pytest.raises(ttsim.TTFatal, match=rf"embedding: token id {bad} in input_tensor is outside the weight's vocab \[0, 4\)"):
+        ttsim.to_torch(ttsim.embedding(ids, tbl))

@@ -53,8 +53,10 @@ def require_same_device(op: str, tensors: dict[str, Tensor]) -> MeshDevice:
 def logical(data: torch.Tensor, t: Tensor) -> torch.Tensor:
     """The logical (unpadded) values of one chip's storage, float32 or int32."""
     x = data
-    if tuple(x.shape) != tuple(t._shape):
-        x = x[tuple(slice(0, d) for d in t._shape)]
+    if x.shape != t._shape:
+        for dim, (have, want) in enumerate(zip(x.shape, t._shape)):
+            if have != want:
+                x = x.narrow(dim, 0, want)
     if t._dtype in INTEGER_TYPES:
         return x
     return x if x.dtype == torch.float32 else x.to(torch.float32)

@@ -71,12 +71,13 @@ def embedding(
     pad = padding_idx
 
     def math(tok, table):
-        idx = tok.reshape(-1).to(torch.int64)
-        if ids._dtype == DataType.UINT32:
-            idx = idx & 0xFFFFFFFF
+        # UINT32 ids are int32 bit patterns: a negative one is >= 2**31, outside any vocab, so
+        # the range check and the lookup can use the stored ints as they are
+        idx = tok.reshape(-1) if ids._dtype == DataType.UINT32 else tok.reshape(-1).to(torch.int64)
         lo, hi = torch.aminmax(idx) if idx.numel() else (0, 0)
         if int(lo) < 0 or int(hi) >= vocab:
-            first = idx[(idx < 0) | (idx >= vocab)][0].item()
+            wide = idx.to(torch.int64) & 0xFFFFFFFF if ids._dtype == DataType.UINT32 else idx
+            first = wide[(wide < 0) | (wide >= vocab)][0].item()
             raise TTFatal(f"{op}: token id {first} in input_tensor is outside the weight's vocab [0, {vocab})")
         out = table.reshape(vocab, hidden).index_select(0, idx).reshape(batch, seq, hidden)
         idx = idx.reshape(batch, seq)
