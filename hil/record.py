@@ -1,7 +1,8 @@
 """The JSONL record of a hardware session: host, cards, ttnn version, git sha, per-test outcomes, PCCs.
 
-One line per ``--hil`` session is appended to ``$TTSIM_RUNS_DIR/hil-sessions.jsonl`` (default
-``bench/runs/``, git-ignored). While the session runs, the record-in-progress is kept in a
+One line per ``--hil`` session is appended to ``hil-sessions.jsonl`` in the directory the
+caller names (the pytest plugin passes the project's runs folder: ``$TTSIM_RUNS_DIR``, else
+``runs/`` in a checkout, git-ignored). While the session runs, the record-in-progress is kept in a
 ``.partial.json`` beside it after every test, so a session the watchdog has to kill still
 leaves its line (``aborted`` says why).
 """
@@ -20,7 +21,8 @@ NAME = "hil-sessions.jsonl"
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("TTSIM_RUNS_DIR") or ROOT / "bench" / "runs")
+    """Where a caller that names no directory writes (the checkout's git-ignored runs/)."""
+    return Path(os.environ.get("TTSIM_RUNS_DIR") or ROOT / "runs")
 
 
 def git_sha() -> str:
