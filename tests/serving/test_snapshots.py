@@ -5,26 +5,12 @@ as a snapshot diff in the pull request. Snapshots are named per backend, so a ru
 import pytest
 
 from fixtures import scenario
+from fixtures.snapshots.backend import backend_name
 from fixtures.workloads import stage3
 
 
 def _backend(request) -> str:
-    return "hil" if request.config.getoption("--hil") else "ttsim"
-
-
-@pytest.mark.needs_fault_injection
-def test_merge_decisions_of_the_slot_reuse_seed(snapshot, request):
-    workload = stage3(29)
-    result = scenario.run_scenario(workload, "control", 29, expected=scenario.serial_answers(workload, 29),
-                                   record_merges=True)
-    decisions = [
-        {"step": e.step, "bucket": [e.previous_bucket, e.bucket], "guard": e.guard_rejected,
-         "rows": [f"slot {r.slot}: host {r.host_token}@{r.host_pos} dev {r.dev_token}@{r.dev_pos} -> {r.source}"
-                  for r in e.rows if r.host_pos >= 0]}
-        for e in result.merges
-    ]
-    verdicts = {v.request_id: ("ok" if v.ok else v.defect) for v in result.verdicts}
-    assert {"merges": decisions, "verdicts": verdicts} == snapshot(name=_backend(request))
+    return backend_name(request.config)
 
 
 def test_golden_tokens_of_the_tiny_model(snapshot, request, ttnn, device):
