@@ -13,7 +13,8 @@ def _backend(request) -> str:
     return backend_name(request.config)
 
 
-def test_golden_tokens_of_the_tiny_model(snapshot, request, ttnn, device):
+@pytest.mark.parametrize("preset", ["TINY", "SMALL"])
+def test_golden_tokens_per_model_preset(snapshot, request, ttnn, device, preset):
     import torch
 
     from model import config as mc
@@ -23,17 +24,20 @@ def test_golden_tokens_of_the_tiny_model(snapshot, request, ttnn, device):
     from model.tokenizer import encode
     from model.weights import generate_weights
 
-    model = Qwen36Model(ttnn, device, mc.TINY, generate_weights(mc.TINY, 0), max_slots=8, num_blocks=16)
-    gen = Generator(model, ttnn, device, flags=ARMS["all"], max_context=mc.TINY.max_context,
-                    max_pages=mc.TINY.max_pages, enable_trace=False)
+    config = getattr(mc, preset)
+    model = Qwen36Model(ttnn, device, config, generate_weights(config, 0), max_slots=8,
+                        num_blocks=max(16, 6 * config.max_pages))
+    gen = Generator(model, ttnn, device, flags=ARMS["all"], max_context=config.max_context,
+                    max_pages=config.max_pages, enable_trace=False)
     answers = {}
     for i, text in enumerate(["The user asked about", "get_weather(city=", "391"]):
         prompt = encode(text)
-        row = torch.zeros(mc.TINY.max_pages, dtype=torch.int32)
+        row = torch.zeros(config.max_pages, dtype=torch.int32)
         row[:2] = torch.tensor([2 * i + 1, 2 * i + 2])
         out = gen.prefill_forward([prompt], [row], empty_slots=[0])
         for pos in range(len(prompt), len(prompt) + 7):
             step = gen.decode_forward([out[-1]], [pos], row.unsqueeze(0), reset_batch=True)
             out.append(gen.process_decode_output_host(step)[0])
+        assert len(out) == 8 and all(0 <= t < config.vocab_size for t in out)
         answers[text] = out
     assert answers == snapshot(name=_backend(request))
