@@ -93,3 +93,18 @@ def test_parallel_update_keeps_other_tests_and_the_other_backend(tmp_path):
     assert "99" in final["test_b[ttsim]"]
     assert final["test_a[hil-p150a]"] == before["test_a[hil-p150a]"]
     assert final["test_b[hil-p150a]"] == before["test_b[hil-p150a]"], "a sim update deleted the card's snapshots"
+
+
+def test_update_keeps_the_snapshots_of_tests_that_failed(tmp_path):
+    """A test whose own check fails before its snapshot assertion did not use its snapshot;
+    syrupy alone would call it unused and --snapshot-update would delete it."""
+    test = tmp_path / "test_goldens.py"
+    test.write_text(PER_BACKEND)
+    ambr = tmp_path / "__snapshots__" / "test_goldens.ambr"
+    assert _pytest(tmp_path, "--snapshot-update", "test_goldens.py").returncode == 0
+    before = _entries(ambr)
+    test.write_text(PER_BACKEND.replace("def test_b(snapshot, snapshot_backend):\n",
+                                        "def test_b(snapshot, snapshot_backend):\n    assert False, 'its check'\n"))
+    out = _pytest(tmp_path, "-n", "2", "--snapshot-update", "test_goldens.py")
+    assert out.returncode == 1 and "its check" in out.stdout
+    assert _entries(ambr) == before, "--snapshot-update deleted the snapshot of a failed test"
