@@ -20,12 +20,13 @@ never written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
 
 from .flags import GeneratorFlags
+from .merge_rule import decide_merge
 
 BUCKETS = (1, 2, 4, 8)
 
@@ -51,6 +52,17 @@ class MergeRow:
 
 
 @dataclass
+class MergeInputs:
+    """The merge's inputs beyond the rows: the device reads as read (padded to the bucket,
+    before the clamp), the bucket of the trace read, and the rule's configuration."""
+    source_bucket: int
+    dev_tokens: list[int]
+    dev_positions: list[int]
+    max_context: int
+    flags: dict
+
+
+@dataclass
 class MergeEvent:
     step: int
     bucket: int
@@ -58,6 +70,7 @@ class MergeEvent:
     fresh_trace: bool
     guard_rejected: bool
     rows: list[MergeRow] = field(default_factory=list)
+    inputs: MergeInputs | None = None  # what the decision read, for recording and replay
 
     def kept_wrong(self) -> list[MergeRow]:
         """Rows whose device token/position was kept although the host (fresh at resets)
@@ -307,42 +320,22 @@ class Generator:
         if trace.bucket < bucket:  # rows the source trace never had: no device state
             dev_tok = torch.cat([dev_tok, torch.zeros(bucket - trace.bucket, dtype=dev_tok.dtype)])
             dev_pos = torch.cat([dev_pos, torch.full((bucket - trace.bucket,), -1, dtype=dev_pos.dtype)])
-        if self.flags.position_clamp:
-            dev_pos = torch.where((dev_pos < 0) | (dev_pos >= self.max_context), torch.full_like(dev_pos, -1), dev_pos)
-        host_active = host_pos >= 0
-        keep = host_active & ((dev_pos == host_pos) | (dev_pos == host_pos + 1))
-        reasons = ["inactive" if not a else ("device ahead/equal" if k else "positions differ")
-                   for a, k in zip(host_active.tolist(), keep.tolist())]
         recorded = torch.zeros(bucket, dtype=torch.bool)
         for slot in self._slots_prefilled_since_decode:
             if slot < bucket:
                 recorded[slot] = True
-        prefilled = recorded if self.flags.prefilled_slots_fix else torch.zeros_like(recorded)
-        if self.flags.prefilled_slots_fix:
-            for r in prefilled.nonzero().flatten().tolist():
-                if keep[r]:
-                    reasons[r] = "prefilled slot: host forced"
-                keep[r] = False
-        rejected = False
-        if self.flags.merge_batch_guard and not torch.equal(dev_pos != -1, host_pos != -1):
-            # production's guard (patch 0022): the whole bucket's valid pattern, device against
-            # host; any difference means the buffer belongs to another batch, so every row
-            # takes the host's token and position. With the clamp on, out-of-range garbage is
-            # already -1 here, so the one comparison catches garbage too.
-            rejected = True
-            self.guard_rejects += 1
-            keep[:] = False
-            reasons = ["guard: pattern mismatch" if a else "inactive" for a in host_active.tolist()]
-        tok = torch.where(keep, dev_tok, host_tok)
-        pos = torch.where(keep, dev_pos, host_pos)
+        d = decide_merge(self.flags, self.max_context, dev_tok, dev_pos, host_tok, host_pos, recorded)
+        self.guard_rejects += d.guard_rejected
         if self.on_merge is not None:
             rows = [
-                MergeRow(r, int(host_tok[r]), int(host_pos[r]), int(dev_tok[r]), int(dev_pos[r]),
-                         "device" if keep[r] else "host", reasons[r], bool(recorded[r]))
+                MergeRow(r, int(host_tok[r]), int(host_pos[r]), int(dev_tok[r]), int(d.dev_pos[r]),
+                         "device" if d.keep[r] else "host", d.reasons[r], bool(recorded[r]))
                 for r in range(bucket)
             ]
-            self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, rejected, rows))
-        return tok, pos
+            self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, d.guard_rejected, rows,
+                                     MergeInputs(trace.bucket, dev_tok.tolist(), dev_pos.tolist(),
+                                                 self.max_context, asdict(self.flags))))
+        return d.merged(dev_tok, host_tok, host_pos)
 
     def _allocate_inputs(self) -> None:
         if not self._traces:

@@ -29,14 +29,15 @@ PROMPTS = {0: list(b"the user asked about the weather in"), 1: list(b"get_weathe
            2: list(b"391 is the answer")}
 
 
-def _run(arm: str) -> tuple[dict[int, list[int]], int]:
+def _run(arm: str, on_merge=None) -> tuple[dict[int, list[int]], int]:
     ttsim.set_seed(7)
     dev = ttsim.open_device(device_id=0, trace_region_size=VLLM_TRACE_REGION_SIZE)  # as the vLLM plugin opens
     dev.lag = 0.0  # every read lands: the only stale bytes are the ones the allocator left
     try:
         model = MarkovModel(ttsim, dev, MARKOV, max_slots=8)
         max_pages = MARKOV.max_context // MARKOV.block_size
-        gen = Generator(model, ttsim, dev, flags=ARMS[arm], max_context=MARKOV.max_context, max_pages=max_pages)
+        gen = Generator(model, ttsim, dev, flags=ARMS[arm], max_context=MARKOV.max_context, max_pages=max_pages,
+                        on_merge=on_merge)
         # what the host will ask at the first merge into bucket 4 (computed below)
         pos0 = len(PROMPTS[0]) + 1
         pos1 = len(PROMPTS[1]) + 1
