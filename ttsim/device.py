@@ -323,11 +323,18 @@ class MeshDevice:
 
     # -- lifetime ---------------------------------------------------------------------
     def close(self) -> None:
+        """Drain the queues, then release the device even if a queued command fails (the
+        failure is re-raised after release, so one bad op cannot keep the chips claimed)."""
         if self.closed:
             return
-        self.finish()
-        self._traces.clear()
-        self.closed = True
+        try:
+            self.finish()
+        finally:
+            for queue in self._queues:
+                queue.clear()
+            self._traces.clear()
+            self._capturing = None
+            self.closed = True
 
 
 def digest_state(devices: list[MeshDevice]) -> str:

@@ -88,6 +88,22 @@ def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory
     return out
 
 
+def take_output(op: str, output_tensor, out_shape, out_dtype: DataType, out_layout: Layout, first: Tensor,
+                dtype_given: bool, name: str = "output_tensor") -> DataType:
+    """Validate a caller-provided output tensor at the call (as ttnn does) and return the
+    dtype the op writes: the output tensor's own (an explicit ``dtype`` must agree with it)."""
+    out = require_device_tensor(op, name, output_tensor)
+    if out._device is not first._device or len(out._buffers) != len(first._buffers):
+        raise TTFatal(f"{op}: {name} is on {out._device!r}, the inputs on {first._device!r}")
+    if tuple(out._shape) != tuple(out_shape):
+        raise TTFatal(f"{op}: {name} has shape {list(out._shape)}, the result has {list(out_shape)}")
+    if out._layout != out_layout:
+        raise TTFatal(f"{op}: {name} is in {out._layout!r}, the result is in {out_layout!r}")
+    if dtype_given and out._dtype != out_dtype:
+        raise TTFatal(f"{op}: dtype={out_dtype!r} and {name} dtype {out._dtype!r} disagree")
+    return out._dtype
+
+
 def run_op(
     op: str,
     inputs: Sequence[Tensor],
@@ -101,14 +117,20 @@ def run_op(
     chip_args: Callable[[int], tuple] | None = None,
     reads_output: bool = False,
     pool: Tensor | None = None,
+    output_tensor: Tensor | None = None,
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
 
     Extras, in order: ``chip_args(i)``; with ``reads_output`` the output's current logical
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
+    With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
     """
-    out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
+    if output_tensor is not None:
+        output_tensor._device.check_cq(cq_id, op)
+        out = output_tensor
+    else:
+        out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers

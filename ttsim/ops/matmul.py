@@ -6,7 +6,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import DataType, Layout, MemoryConfig, TTFatal
-from .base import require_device_tensor, require_layout, require_same_device, run_op
+from .base import require_device_tensor, require_layout, require_same_device, run_op, take_output
 
 
 def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
@@ -60,7 +60,7 @@ def matmul(
 ) -> Tensor:
     """Matrix product of two TILE-layout device tensors."""
     return _linear("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config,
-                   dtype, activation)
+                   dtype, activation, optional_output_tensor)
 
 
 def linear(
@@ -85,13 +85,13 @@ def linear(
 ) -> Tensor:
     """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
     return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,
-                   dtype, activation)
+                   dtype, activation, optional_output_tensor)
 
 
 _ACTIVATIONS = {None: None, "relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu}
 
 
-def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation) -> Tensor:
+def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation, output=None) -> Tensor:
     a = require_device_tensor(op, "input_tensor_a", a)
     b = require_device_tensor(op, "input_tensor_b", b)
     tensors = {"input_tensor_a": a, "input_tensor_b": b}
@@ -107,4 +107,8 @@ def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, acti
     act = _ACTIVATIONS[activation]
     math = base if act is None else (lambda *xs: act(base(*xs)))
     out_dtype = a._dtype if dtype is None else dtype
-    return run_op(op, list(tensors.values()), shape, out_dtype, Layout.TILE, math, memory_config=memory_config)
+    if output is not None:
+        out_dtype = take_output(op, output, shape, out_dtype, Layout.TILE, a, dtype is not None,
+                                name="optional_output_tensor")
+    return run_op(op, list(tensors.values()), shape, out_dtype, Layout.TILE, math, memory_config=memory_config,
+                  output_tensor=output)

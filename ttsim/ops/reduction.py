@@ -47,6 +47,8 @@ def argmax(
     if x._dtype not in (DataType.BFLOAT16, DataType.FLOAT32, DataType.INT32, DataType.UINT32):
         raise TTFatal(f"{op}: input_tensor must be BFLOAT16, FLOAT32, INT32 or UINT32, got {_describe(x)}")
     shape = list(x._shape)
+    if dim is None and 0 in shape or dim is not None and shape[_norm_dim(op, x, dim)] == 0:
+        raise TTFatal(f"{op}: cannot reduce over an empty dimension: input_tensor {_describe(x)}, dim={dim!r}")
     if dim is None:
         if x._layout != Layout.ROW_MAJOR:
             raise TTFatal(f"{op}: dim=None (reduce all) needs a ROW_MAJOR input_tensor, got {_describe(x)}")
@@ -107,6 +109,8 @@ def _reduce(name: str, fn):
         else:
             dims = [dim] if isinstance(dim, int) else list(dim)
             dims = sorted({_norm_dim(name, x, d) for d in dims})
+        if name == "max" and any(x._shape[d] == 0 for d in dims):
+            raise TTFatal(f"{name}: cannot reduce over an empty dimension: input_tensor {_describe(x)}, dim={dim!r}")
         out_shape = [1 if i in dims else s for i, s in enumerate(x._shape)] if keepdim else \
             [s for i, s in enumerate(x._shape) if i not in dims]
         layout = x._layout if output_layout is None else output_layout
