@@ -240,6 +240,9 @@ def from_torch(
     """
     if col_tilize:
         raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
+    for name, value in (("spec", spec), ("tile", tile)):  # a TensorSpec; a non-32x32 tile shape
+        if value is not None:
+            raise TTFatal(f"from_torch: {name}={value!r} is not modelled by ttsim; pass dtype/layout/memory_config")
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:

@@ -18,6 +18,7 @@ from ..kernels import attention as K
 from ..kernels import gdn as G
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import logical, require_device_tensor, require_layout, require_same_device, run_inplace, run_op
 
 log = logging.getLogger("ttsim")
@@ -103,12 +104,7 @@ def _check_int(op: str, name: str, t: Tensor) -> None:
         raise TTFatal(f"{op}: {name} must be int32 or uint32, got {_describe(t)}")
 
 
-def _refuse(op: str, **given) -> None:
-    """Arguments ttsim does not model must keep their defaults (None / 0 / False): a card
-    would change the result, so accepting and ignoring them would be a silent wrong answer."""
-    for name, value in given.items():
-        if value is not None and value is not False and not (isinstance(value, int) and value == 0):
-            raise TTFatal(f"{op}: {name}={value!r} is not modelled by ttsim")
+_refuse = refuse_unmodelled
 
 
 def _window(op: str, sliding_window_size) -> int | None:
@@ -428,6 +424,8 @@ def paged_update_cache(
     op = "paged_update_cache"
     require_device_tensor(op, "cache_tensor", cache_tensor)
     require_device_tensor(op, "input_tensor", input_tensor)
+    _refuse(op, share_cache=share_cache, batch_offset=batch_offset, mesh_coords=mesh_coords, block_size=block_size,
+            num_kv_heads=num_kv_heads, cache_position_modulo=cache_position_modulo)
     if page_table is None:
         raise TTFatal(f"{op}: page_table is required (ttsim models the paged cache only)")
     require_device_tensor(op, "page_table", page_table)

@@ -6,6 +6,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import require_device_tensor, require_layout, require_same_device, run_op, take_output
 
 
@@ -84,6 +85,7 @@ def linear(
     in0_column_offset=None,
 ) -> Tensor:
     """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
+    refuse_unmodelled("linear", in0_column_offset=in0_column_offset)
     return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,
                    dtype, activation, optional_output_tensor)
 

@@ -6,6 +6,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import (
     require_device_tensor,
     require_layout,
@@ -101,6 +102,7 @@ def _reduce(name: str, fn):
         output_layout: Layout | None = None,
     ) -> Tensor:
         x = require_device_tensor(name, "input_tensor", input_tensor)
+        refuse_unmodelled(name, correction=correction)  # a variance correction: std/var only
         if x._dtype in INTEGER_TYPES and name == "mean":
             raise TTFatal(f"{name}: input_tensor must be a float tensor, got {_describe(x)}")
         rank = len(x._shape)
@@ -150,7 +152,7 @@ def max(  # noqa: A001 - ttnn's name
     fast_and_approximate_mode: bool = False,
 ) -> Tensor:
     """ttnn.max over ``dim`` (int, list, or None = all), times ``scalar``, in the input dtype."""
-    return _max(input_tensor, dim, keepdim, memory_config=memory_config, scalar=scalar)
+    return _max(input_tensor, dim, keepdim, memory_config=memory_config, scalar=scalar, correction=correction)
 
 
 def plus_one(input_tensor: Tensor, sub_core_grids=None, skip_negative_entries: bool = False) -> Tensor:
