@@ -109,6 +109,17 @@ from .ops.shape import (
     transpose,
     unsqueeze,
 )
+from .creation import DumpTensorMode, as_tensor
+from .ops.layout_ops import (
+    Tile,
+    is_tensor_storage_on_device,
+    tilize,
+    tilize_with_val_padding,
+    tilize_with_zero_padding,
+    to_memory_config,
+    untilize,
+    untilize_with_unpadding,
+)
 from . import experimental, transformer
 from .ops.attention import SDPAProgramConfig
 

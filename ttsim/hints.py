@@ -36,6 +36,8 @@ ANY_OP: dict[str, str] = {
     "enable_secondary_dm": "uses a second data-movement core: speed only",
     "use_multicore": "multi-core kernel selection: speed only",
     "dispatch_core_config": "which cores dispatch commands",
+    "use_low_perf": "a slower kernel that uses less L1: speed only",
+    "cache_dump_mode": "how a multi-host cache miss writes the file; ttsim is one host and writes it whole",
     "worker_l1_size": "size of worker L1 (0 = hardware default)",
 }
 

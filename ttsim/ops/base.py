@@ -82,7 +82,7 @@ def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory
     device = first._device
     device.check_cq(cq_id, op)
     mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
-    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    out = Tensor._make(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
     chips = [b.chip for b in first._buffers]
     out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
     return out

@@ -32,7 +32,7 @@ def to_layout(
         if tensor._pending is not None and not tensor._pending.done:
             tensor._pending.device.wait_command(tensor._pending)
         host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
-        return Tensor(tensor._shape, dtype, layout, host=host)
+        return Tensor._make(tensor._shape, dtype, layout, host=host)
     require_device_tensor("to_layout", "tensor", tensor)
     return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
                   memory_config=memory_config)
