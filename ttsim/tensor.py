@@ -156,6 +156,9 @@ class Tensor:
         return v
 
     def cpu(self, blocking: bool = True, cq_id: int | None = None) -> "Tensor":
+        """The host copy of a device tensor; a host tensor is returned as it is (as ttnn)."""
+        if self._device is None:
+            return self
         return from_device(self, blocking=blocking, queue_id=cq_id)
 
     def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
@@ -297,8 +300,8 @@ def from_torch(
     layout = Layout.ROW_MAJOR if layout is None else layout
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"from_torch: {dtype!r} is a block float and requires layout=TILE_LAYOUT, got {layout!r}")
-    if tensor.dim() == 0:
-        tensor = tensor.reshape(1)
+    if tensor.dim() == 0 and layout == Layout.TILE:  # ROW_MAJOR keeps rank 0, as ttnn does
+        raise TTFatal("from_torch: a rank-0 tensor in TILE_LAYOUT is not modelled by ttsim; reshape it to [1, 1]")
     if mesh_mapper is not None:
         if device is not None and mesh_mapper.mesh_device is not device:
             raise TTFatal("from_torch: mesh_mapper was built for a different mesh device than device=")

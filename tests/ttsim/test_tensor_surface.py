@@ -173,3 +173,57 @@ def test_view_reshapes_without_moving_data(device):
     assert torch.equal(ttsim.to_torch(r), x.reshape(4, 32, 32))
     with pytest.raises(ttsim.TTFatal, match=r"would move data"):
         ttsim.experimental.view(_rm(x, device), [2, 32, 64])
+
+
+# -- host tensors and bounds ---------------------------------------------------------------
+
+def test_reshape_and_cpu_on_host_tensors():
+    h = ttsim.from_torch(torch.arange(12.0).reshape(3, 4), dtype=ttsim.float32)
+    r = ttsim.reshape(h, [2, -1])
+    assert r.storage_type() == "StorageType.HOST" and torch.equal(ttsim.to_torch(r), torch.arange(12.0).reshape(2, 6))
+    assert h.cpu() is h
+    t = ttsim.from_torch(torch.arange(64.0).reshape(2, 32), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT)
+    assert torch.equal(ttsim.to_torch(ttsim.reshape(t, [1, 64])).float(), torch.arange(64.0).reshape(1, 64))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_slice_takes_python_bounds(device, on_device):
+    x = torch.arange(48.0).reshape(4, 12)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device if on_device else None)
+    for start, end, step in (([-3, 0], [4, -1], None), ([0, -20], [-1, 100], [2, 3]), ([2, 5], [2, 9], None),
+                             ([3, 0], [1, 12], None)):
+        got = ttsim.to_torch(ttsim.slice(t, start, end, step))
+        idx = tuple(slice(s, e, st) for s, e, st in zip(start, end, step or [1, 1]))
+        assert torch.equal(got, x[idx]), (start, end, step)
+
+
+def test_rank_zero_tensors_keep_rank_zero(device):
+    t = ttsim.from_torch(torch.tensor(2.5), dtype=ttsim.float32)
+    assert list(t.shape) == [] and ttsim.to_torch(t).shape == torch.Size([])
+    d = ttsim.from_torch(torch.tensor(7, dtype=torch.int32), device=device)
+    assert list(d.shape) == [] and ttsim.to_torch(d).item() == 7
+    with pytest.raises(ttsim.TTFatal, match=r"rank-0 tensor in TILE_LAYOUT is not modelled"):
+        ttsim.from_torch(torch.tensor(1.0), layout=ttsim.TILE_LAYOUT)
+
+
+def test_embedding_takes_tile_layout_indices(device):
+    table = torch.randn(64, 32, generator=torch.Generator().manual_seed(6))
+    ids = torch.tensor([[5, 0, 63, 17]], dtype=torch.int32)
+    w = ttsim.from_torch(table, dtype=ttsim.bfloat16, device=device)
+    rm = ttsim.embedding(ttsim.from_torch(ids, dtype=ttsim.uint32, device=device), w)
+    tl = ttsim.embedding(ttsim.from_torch(ids, dtype=ttsim.uint32, layout=ttsim.TILE_LAYOUT, device=device), w)
+    assert torch.equal(ttsim.to_torch(tl), ttsim.to_torch(rm))
+    assert torch.equal(ttsim.to_torch(tl)[0], table[ids[0].long()].bfloat16())
+
+
+def test_linear_reads_the_first_row_of_a_tile_padded_bias(device):
+    a, w = torch.randn(32, 64, generator=torch.Generator().manual_seed(7)), torch.randn(64, 96)
+    bias = torch.randn(1, 96, generator=torch.Generator().manual_seed(8))
+    padded = torch.cat([bias, torch.full((31, 96), 100.0)])  # rows 1..31 are padding a card never reads
+    ta, tw = (ttsim.from_torch(v, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device) for v in (a, w))
+    got = ttsim.to_torch(ttsim.linear(ta, tw, bias=ttsim.from_torch(padded, dtype=ttsim.float32,
+                                                                     layout=ttsim.TILE_LAYOUT, device=device)))
+    assert torch.allclose(got, a @ w + bias, atol=1e-3)
+    with pytest.raises(ttsim.TTFatal, match=r"linear: bias must be \[1, 96\] \(or tile-padded \[32, 96\]"):
+        ttsim.linear(ta, tw, bias=ttsim.from_torch(torch.zeros(8, 96), dtype=ttsim.float32,
+                                                   layout=ttsim.TILE_LAYOUT, device=device))
