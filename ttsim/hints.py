@@ -52,6 +52,10 @@ PER_OP: dict[str, dict[str, str]] = {
         "masks": "precomputed constant helper tensors for the card's kernel; ttsim builds its own",
     },
     "softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "softmax_in_place": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "scale_mask_softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "scale_mask_softmax_in_place": {
+        "numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
     "from_torch": {
         "preserve_nan_values": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",
         "enable_bfloat_opt": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",

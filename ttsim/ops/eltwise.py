@@ -9,6 +9,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import DataType, MemoryConfig, TTFatal, _tt_enum
+from .activation import fused
 from .base import require_device_tensor, require_same_device, run_op, take_output
 
 
@@ -17,13 +18,6 @@ def _broadcast_shape(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
         return tuple(torch.broadcast_shapes(tuple(a._shape), tuple(b._shape)))
     except RuntimeError:
         raise TTFatal(f"{op}: shapes do not broadcast: {_describe(a)} and {_describe(b)}") from None
-
-
-def _unsupported(name: str, **given) -> None:
-    """Accepted-for-compatibility arguments ttsim does not model must keep their defaults."""
-    for arg, value in given.items():
-        if value:
-            raise TTFatal(f"{name}: {arg}={value!r} is not modelled by ttsim")
 
 
 def _run_binary(name: str, fn, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor=None) -> Tensor:
@@ -52,7 +46,7 @@ def _named(op, name: str, doc: str):
     return op
 
 
-_BINARY_DOC = "ttnn.{}: elementwise, fp32 math, rounded to the output dtype. activations are not modelled."
+_BINARY_DOC = "ttnn.{}: elementwise, fp32 math (fused activations applied in fp32), rounded to the output dtype."
 
 
 def _binary(name: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], fast_default: bool | None):
@@ -62,17 +56,15 @@ def _binary(name: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                memory_config: MemoryConfig | None = None, output_tensor: Tensor | None = None, activations=(),
                input_tensor_a_activations=(), input_tensor_b_activations=(), sub_core_grids=None,
                sub_device_id=None) -> Tensor:
-            _unsupported(name, activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                         input_tensor_b_activations=input_tensor_b_activations)
-            return _run_binary(name, fn, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
+            math = fused(name, fn, activations, input_tensor_a_activations, input_tensor_b_activations)
+            return _run_binary(name, math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
     else:
         def op(input_tensor_a: Tensor, input_tensor_b, *, fast_and_approximate_mode: bool = fast_default,
                dtype: DataType | None = None, memory_config: MemoryConfig | None = None,
                output_tensor: Tensor | None = None, activations=(), input_tensor_a_activations=(),
                input_tensor_b_activations=(), sub_core_grids=None, sub_device_id=None) -> Tensor:
-            _unsupported(name, activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                         input_tensor_b_activations=input_tensor_b_activations)
-            return _run_binary(name, fn, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
+            math = fused(name, fn, activations, input_tensor_a_activations, input_tensor_b_activations)
+            return _run_binary(name, math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
     return _named(op, name, _BINARY_DOC.format(name))
 
 
@@ -82,22 +74,20 @@ def divide(input_tensor_a: Tensor, input_tensor_b, *, fast_and_approximate_mode:
            input_tensor_a_activations=(), input_tensor_b_activations=(), sub_core_grids=None,
            sub_device_id=None) -> Tensor:
     """ttnn.divide: elementwise, fp32 math (``rounding_mode`` None, "trunc" or "floor"), rounded to the output dtype."""
-    _unsupported("divide", activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                 input_tensor_b_activations=input_tensor_b_activations)
     if rounding_mode not in (None, "trunc", "floor"):
         raise TTFatal(f"divide: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    return _run_binary("divide", lambda a, b: torch.div(a, b, rounding_mode=rounding_mode), input_tensor_a,
-                       input_tensor_b, dtype, memory_config, output_tensor)
+    math = fused("divide", lambda a, b: torch.div(a, b, rounding_mode=rounding_mode), activations,
+                 input_tensor_a_activations, input_tensor_b_activations)
+    return _run_binary("divide", math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
 
 
 def maximum(input_tensor_a: Tensor, input_tensor_b, *, dtype: DataType | None = None,
             memory_config: MemoryConfig | None = None, output_tensor: Tensor | None = None, activations=(),
             input_tensor_a_activations=(), input_tensor_b_activations=()) -> Tensor:
     """ttnn.maximum: elementwise, fp32 math, rounded to the output dtype."""
-    _unsupported("maximum", activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                 input_tensor_b_activations=input_tensor_b_activations)
-    return _run_binary("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)),
-                       input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
+    math = fused("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), activations,
+                 input_tensor_a_activations, input_tensor_b_activations)
+    return _run_binary("maximum", math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
 
 
 def _run_unary(name: str, fn, input_tensor, memory_config, output_tensor=None) -> Tensor:
