@@ -110,6 +110,7 @@ from .ops.shape import (
     unsqueeze,
 )
 from .creation import DumpTensorMode, as_tensor
+from .grid import CoreGrid
 from .ops.activation import UnaryOpType, UnaryWithParam
 from .ops.eltwise_more import (
     abs,

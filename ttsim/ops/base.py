@@ -149,6 +149,7 @@ def run_op(
             ob.data = storage(math(*args), out_dtype, out_layout)
 
     writes = out_bufs + (pool_bufs or [])
+    device.program_cache.dispatch(op, inputs, [out])
     device.enqueue(cq_id, op, execute, writes=writes)
     return out
 
@@ -166,6 +167,7 @@ def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Calla
             args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
             update(tb.chip.contents(tb), *args, i)
 
+    device.program_cache.dispatch(op, list(inputs), [target])
     device.enqueue(cq_id, op, execute, writes=tgt_bufs)
 
 
@@ -198,5 +200,6 @@ def run_collective(
         for ob, r in zip(out_bufs, results):
             ob.data = storage(r, out_dtype, out_layout)
 
+    device.program_cache.dispatch(op, inputs, [out])
     device.enqueue(cq_id, op, execute, writes=out_bufs)
     return out
