@@ -65,6 +65,8 @@ from .types import (
     bfloat16,
     float32,
     int32,
+    uint8,
+    uint16,
     uint32,
 )
 from .ops.data_movement import to_layout, typecast

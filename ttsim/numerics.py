@@ -38,7 +38,10 @@ TORCH_STORAGE = {
     DataType.BFLOAT4_B: torch.float32,
     DataType.UINT32: torch.int32,
     DataType.INT32: torch.int32,
+    DataType.UINT16: torch.uint16,
+    DataType.UINT8: torch.uint8,
 }
+_SMALL_UNSIGNED = {DataType.UINT16: 16, DataType.UINT8: 8}
 
 
 def _bits(x: torch.Tensor) -> torch.Tensor:
@@ -129,6 +132,13 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
         v = (x.to(torch.float64).trunc() if x.is_floating_point() else x).to(torch.int64)
         v = v & 0xFFFFFFFF  # two's complement wrap, as a static_cast to 32 bits does
         return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
+    if dtype in _SMALL_UNSIGNED:
+        bits = _SMALL_UNSIGNED[dtype]
+        if x.is_floating_point():  # ttnn's host float conversion truncates and clamps
+            v = x.to(torch.float64).trunc().clamp(0, 2**bits - 1).to(torch.int64)
+        else:  # integers wrap, as ttnn 0.81.1 measured: int64 70000 -> uint16 4464, -3 -> 65533
+            v = x.to(torch.int64) & (2**bits - 1)
+        return v.to(TORCH_STORAGE[dtype])
     raise NotImplementedError(f"ttsim does not model dtype {dtype!r}")
 
 

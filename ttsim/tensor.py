@@ -22,10 +22,18 @@ from .types import (
     tile_padded,
 )
 
+#: dtype inference of ttnn 0.81.1's host constructor (measured with numpy inputs: int16 -> UINT16,
+#: int64 -> UINT32, bool -> UINT8; float64 crashes the real one, so ttsim refuses it)
 _FROM_TORCH_DTYPE = {
     torch.bfloat16: DataType.BFLOAT16,
     torch.float32: DataType.FLOAT32,
     torch.int32: DataType.INT32,
+    torch.uint8: DataType.UINT8,
+    torch.bool: DataType.UINT8,
+    torch.uint16: DataType.UINT16,
+    torch.int16: DataType.UINT16,
+    torch.uint32: DataType.UINT32,
+    torch.int64: DataType.UINT32,
 }
 _TO_TORCH_DTYPE = {
     DataType.BFLOAT16: torch.bfloat16,
@@ -34,6 +42,8 @@ _TO_TORCH_DTYPE = {
     DataType.BFLOAT4_B: torch.float32,
     DataType.UINT32: torch.int32,
     DataType.INT32: torch.int32,
+    DataType.UINT16: torch.uint16,
+    DataType.UINT8: torch.uint8,
 }
 
 
