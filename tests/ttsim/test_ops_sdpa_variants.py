@@ -300,3 +300,20 @@ def test_mask_with_causal_is_refused_as_tt_metal_does(device):
     m = _tile(torch.zeros(1, 1, 32, 32), device)
     with pytest.raises(ttsim.TTFatal, match=r"attn_mask needs is_causal=False"):
         ttsim.transformer.scaled_dot_product_attention(x, x, x, attn_mask=m)
+
+
+def test_paged_decode_bfp8_cache_meets_tt_metal_pcc(device):
+    """bfp8 KV cache (as tt-metal's decode tests store it), GQA, 2k context: PCC >= 0.99 and the
+    answer differs from the bf16-cache one only by the cache's own quantisation."""
+    g = torch.Generator().manual_seed(23)
+    b, nkv, nqh, s, d, bs = 4, 2, 8, 2048, 64, 64
+    k, v, tk, tv, tt = _paged(device, b, nkv, s, d, bs, g, dtype=ttsim.bfloat8_b)
+    q = torch.randn(1, b, nqh, d, generator=g)
+    pos = [2047, 1000, 31, 1500]
+    out = ttsim.to_torch(ttsim.transformer.paged_scaled_dot_product_attention_decode(
+        _tile(q, device), tk, tv, tt, cur_pos_tensor=_ints(pos, device)))
+    ok, pcc = comp_pcc(_decode_ref(q, k, v, pos), out, 0.99)
+    assert ok, pcc
+    kq, vq = (ttsim.to_torch(ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=ttsim.TILE_LAYOUT)) for x in (k, v))
+    ok, pcc = comp_pcc(_decode_ref(_q(q, ttsim.bfloat16), kq, vq, pos), out, 0.9999)
+    assert ok, pcc

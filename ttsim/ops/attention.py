@@ -424,12 +424,25 @@ def paged_update_cache(
     op = "paged_update_cache"
     require_device_tensor(op, "cache_tensor", cache_tensor)
     require_device_tensor(op, "input_tensor", input_tensor)
-    _refuse(op, share_cache=share_cache, batch_offset=batch_offset, mesh_coords=mesh_coords, block_size=block_size,
-            num_kv_heads=num_kv_heads, cache_position_modulo=cache_position_modulo)
+    _refuse(op, share_cache=share_cache, batch_offset=batch_offset, mesh_coords=mesh_coords)
     if page_table is None:
         raise TTFatal(f"{op}: page_table is required (ttsim models the paged cache only)")
     require_device_tensor(op, "page_table", page_table)
     _check_int(op, "page_table", page_table)
+    nb, nkv, bs, d = _rank4(op, "cache_tensor", cache_tensor)
+    if block_size not in (None, bs) or num_kv_heads not in (None, nkv):
+        raise TTFatal(f"{op}: block_size={block_size!r} / num_kv_heads={num_kv_heads!r} reinterpret the cache as "
+                      f"another view; ttsim models only the cache's own [{nb}, {nkv}, {bs}, {d}]")
+    xs = _rank4(op, "input_tensor", input_tensor)
+    heads_ok = xs[2] == nkv or (xs[2] % TILE_SIZE == 0 and xs[2] >= nkv)  # heads tile-padded to 32 on a card
+    if xs[0] != 1 or not heads_ok or xs[3] != d:
+        raise TTFatal(f"{op}: input_tensor must be [1, batch, {nkv} (or tile-padded), {d}] for cache "
+                      f"{_describe(cache_tensor)}, got {_describe(input_tensor)}")
+    modulo = cache_position_modulo
+    if modulo is not None and (isinstance(modulo, bool) or not isinstance(modulo, int) or modulo <= 0 or modulo % bs
+                               or modulo > page_table.shape[1] * bs):
+        raise TTFatal(f"{op}: cache_position_modulo={modulo!r} must be a positive multiple of block_size {bs} "
+                      f"and <= {page_table.shape[1] * bs} (the page table's positions)")
     inputs = [input_tensor, page_table]
     if update_idxs_tensor is not None:
         require_device_tensor(op, "update_idxs_tensor", update_idxs_tensor)
@@ -441,8 +454,10 @@ def paged_update_cache(
     fixed = torch.tensor(list(update_idxs), dtype=torch.int64)
 
     def update(cache, x, pt, *rest):
-        idxs = rest[0] if len(rest) == 2 else fixed
-        _kernel_call(op, K.paged_update_cache, cache, x, idxs, pt)
+        idxs = (rest[0] if len(rest) == 2 else fixed).to(torch.int64)
+        if modulo is not None:  # a circular cache of ``modulo`` tokens; -1 still means skip
+            idxs = torch.where(idxs >= 0, idxs % modulo, idxs)
+        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, pt)
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
