@@ -113,6 +113,7 @@ from .ops.shape import (
 )
 from .creation import DumpTensorMode, as_tensor
 from .grid import CoreGrid
+from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig
 from .ops.kv_cache import fill_cache, update_cache
 from .ops.activation import UnaryOpType, UnaryWithParam
 from .ops.eltwise_more import (

@@ -60,3 +60,19 @@ def test_core_grid_refuses_non_positive_sizes():
 
     with pytest.raises(ttsim.TTFatal, match=r"CoreGrid: y must be a positive int, got 0"):
         ttsim.CoreGrid(x=8, y=0)
+
+
+def test_compute_kernel_config_is_built_as_tt_metal_builds_it(device):
+    """tt-metal tests build WormholeComputeKernelConfig and pass it to ops: a precision/placement
+    hint (ttsim/hints.py) that ttsim accepts and computes in fp32 regardless."""
+    import pytest
+
+    cfg = ttsim.WormholeComputeKernelConfig(math_fidelity=ttsim.MathFidelity.HiFi2, math_approx_mode=False,
+                                            fp32_dest_acc_en=True, packer_l1_acc=False,
+                                            throttle_level=ttsim.ThrottleLevel.LEVEL_1)
+    assert (cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.throttle_level) == (
+        ttsim.MathFidelity.HiFi2, True, ttsim.ThrottleLevel.LEVEL_1)
+    a = _tile(torch.randn(32, 32), device)
+    assert torch.equal(ttsim.to_torch(ttsim.matmul(a, a, compute_kernel_config=cfg)), ttsim.to_torch(ttsim.matmul(a, a)))
+    with pytest.raises(ttsim.TTFatal, match=r"math_fidelity must be a ttnn.MathFidelity"):
+        ttsim.WormholeComputeKernelConfig(math_fidelity="HiFi4")
