@@ -150,6 +150,7 @@ from .ops.eltwise_more import (
     mul,
     mul_,
     pow,
+    rdiv,
     relu6,
     rsub,
     selu,
@@ -174,7 +175,7 @@ from .ops.layout_ops import (
     untilize,
     untilize_with_unpadding,
 )
-from . import experimental, transformer
+from . import experimental, tensor_ops, transformer  # noqa: F401 - tensor_ops attaches Tensor's operators
 from .ops.attention import SDPAProgramConfig
 
 Device = MeshDevice

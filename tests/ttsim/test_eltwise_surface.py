@@ -199,3 +199,11 @@ def test_pow_writes_output_tensor(device):
     out = _tile(torch.zeros(32, 64), device)
     assert ttsim.pow(_tile(x, device), 2.0, output_tensor=out) is out
     assert torch.allclose(ttsim.to_torch(out), x * x, rtol=1e-6)
+
+
+def test_rdiv_divides_the_value_by_the_tensor(device):
+    x = _x(24).abs() + 0.5
+    out = _tile(torch.zeros(32, 64), device)
+    assert ttsim.rdiv(_tile(x, device), 7.0, rounding_mode="floor", output_tensor=out) is out
+    assert torch.equal(ttsim.to_torch(out), torch.div(torch.tensor(7.0), x, rounding_mode="floor"))
+    assert torch.allclose(ttsim.to_torch(ttsim.rdiv(_tile(x, device), 7.0)), 7.0 / x, rtol=1e-6)

@@ -227,3 +227,31 @@ def test_linear_reads_the_first_row_of_a_tile_padded_bias(device):
     with pytest.raises(ttsim.TTFatal, match=r"linear: bias must be \[1, 96\] \(or tile-padded \[32, 96\]"):
         ttsim.linear(ta, tw, bias=ttsim.from_torch(torch.zeros(8, 96), dtype=ttsim.float32,
                                                    layout=ttsim.TILE_LAYOUT, device=device))
+
+
+# -- Python operators ttnn attaches to Tensor ------------------------------------------------
+
+def test_tensor_operators_route_to_the_ops(device):
+    a, b = torch.randn(32, 32) + 3, torch.randn(32, 32) + 3
+    ta, tb = (ttsim.from_torch(v, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device) for v in (a, b))
+    cases = [(ta + tb, a + b), (ta + 1.5, a + 1.5), (2.0 + ta, a + 2.0), (ta - tb, a - b), (5.0 - ta, 5.0 - a),
+             (ta * tb, a * b), (3.0 * ta, a * 3.0), (ta / tb, a / b), (1.0 / ta, 1.0 / a), (ta @ tb, a @ b),
+             (ta == tb, (a == b).float()), (ta != 1.0, (a != 1.0).float()), (ta > tb, (a > b).float()),
+             (ta >= tb, (a >= b).float()), (ta < tb, (a < b).float()), (ta <= tb, (a <= b).float())]
+    for got, want in cases:
+        assert torch.allclose(ttsim.to_torch(got), want, rtol=1e-5, atol=1e-4)
+    assert len({ta, tb}) == 2  # still hashable
+
+
+def test_tensor_indexing_slices_and_drops_int_dims(device):
+    x = torch.arange(2 * 3 * 64.0).reshape(2, 3, 64)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    for index in ((1,), (slice(None), -1), (Ellipsis, slice(0, 64, 2)), (0, slice(1, 3), 5), (slice(None), 1, ...)):
+        assert torch.equal(ttsim.to_torch(t[index if len(index) > 1 else index[0]]),
+                           x[index if len(index) > 1 else index[0]]), index
+    host = ttsim.from_torch(x, dtype=ttsim.float32)
+    assert torch.equal(ttsim.to_torch(host[:, 1]), x[:, 1])
+    with pytest.raises(ttsim.TTFatal, match=r"host tensors cannot be accessed with non-unit stride"):
+        host[..., ::2]
+    with pytest.raises(ttsim.TTFatal, match=r"index 3 is out of bounds for dim 1 of size 3"):
+        t[0, 3]

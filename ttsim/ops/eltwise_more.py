@@ -43,6 +43,17 @@ def rsub(input_tensor_a: Tensor, input_tensor_b, *, dtype=None, memory_config: M
     return _run_binary("rsub", math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
 
 
+def rdiv(input_tensor: Tensor, value, *, rounding_mode: str | None = None, memory_config: MemoryConfig | None = None,
+         output_tensor: Tensor | None = None, sub_core_grids=None) -> Tensor:
+    """ttnn.rdiv: ``value / input_tensor`` (``rounding_mode`` None, "trunc" or "floor")."""
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise TTFatal(f"rdiv: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    if not isinstance(value, (int, float)):
+        raise TTFatal(f"rdiv: value must be a number, got {type(value).__name__}")
+    return _run_binary("rdiv", lambda a, b: torch.div(b, a, rounding_mode=rounding_mode), input_tensor, float(value),
+                       None, memory_config, output_tensor)
+
+
 def pow(input_tensor: Tensor, exponent, *, memory_config: MemoryConfig | None = None,  # noqa: A001 - ttnn's name
         output_tensor: Tensor | None = None) -> Tensor:
     """ttnn.pow with a scalar or tensor exponent."""
