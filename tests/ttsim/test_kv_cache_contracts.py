@@ -113,3 +113,23 @@ def test_paged_decode_at_batch_32_with_8k_context(device):
         ref[0, r] = w @ vals[0]
     ok, pcc = comp_pcc(ref, got, 0.99)
     assert ok, pcc
+
+
+def test_uint16_page_tables_as_tt_metal_shards_them(device):
+    """tt-metal's sharded page tables are uint16 ROW_MAJOR: same answers as an int32 table."""
+    g = torch.Generator().manual_seed(6)
+    k, v = torch.randn(8, 1, 32, 32, generator=g), torch.randn(8, 1, 32, 32, generator=g)
+    table = torch.randperm(8, generator=g).reshape(2, 4)
+    q = _tile(torch.randn(1, 2, 4, 32, generator=g), device)
+    tk, tv = _tile(k, device), _tile(v, device)
+    pos = _ints([100, 7], device)
+    outs = []
+    for dtype in (ttsim.int32, ttsim.uint16):
+        t = ttsim.as_tensor(table, dtype, layout=ttsim.ROW_MAJOR_LAYOUT, device=device,
+                            memory_config=ttsim.DRAM_MEMORY_CONFIG)
+        outs.append(ttsim.to_torch(ttsim.transformer.paged_scaled_dot_product_attention_decode(
+            q, tk, tv, t, cur_pos_tensor=pos)))
+    assert torch.equal(outs[0], outs[1])
+    with pytest.raises(ttsim.TTFatal, match=r"page_table_tensor must be int32, uint32 or uint16"):
+        ttsim.transformer.paged_scaled_dot_product_attention_decode(
+            q, tk, tv, _tile(table.float(), device), cur_pos_tensor=pos)

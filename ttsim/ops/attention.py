@@ -104,6 +104,17 @@ def _check_int(op: str, name: str, t: Tensor) -> None:
         raise TTFatal(f"{op}: {name} must be int32 or uint32, got {_describe(t)}")
 
 
+def _check_table(op: str, name: str, t: Tensor) -> None:
+    """Page tables: int32 / uint32, or uint16 (tt-metal's sharded page tables use it)."""
+    if t._dtype not in INTEGER_TYPES + (DataType.UINT16,):
+        raise TTFatal(f"{op}: {name} must be int32, uint32 or uint16, got {_describe(t)}")
+
+
+def _ids(pt: torch.Tensor) -> torch.Tensor:
+    """A page table's block ids as integers (a uint16 table reaches the math as exact floats)."""
+    return pt.to(torch.int64) if pt.is_floating_point() else pt
+
+
 _refuse = refuse_unmodelled
 
 
@@ -215,7 +226,7 @@ def _check_paged(op: str, q: Tensor, k: Tensor, v: Tensor, page_table: Tensor, n
     for name, t in (("input_tensor_q", q), ("input_tensor_k", k), ("input_tensor_v", v),
                     ("page_table_tensor", page_table)):
         require_device_tensor(op, name, t)
-    _check_int(op, "page_table_tensor", page_table)
+    _check_table(op, "page_table_tensor", page_table)
     if len(page_table.shape) != 2:
         raise TTFatal(f"{op}: page_table_tensor must be [batch, max_pages], got {_describe(page_table)}")
     nb, nkv, bs, dk = _rank4(op, "input_tensor_k", k)
@@ -265,7 +276,7 @@ def chunked_scaled_dot_product_attention(
 
     def math(q, k, v, pt, *rest):
         logits = _sink_logits(rest[0], False, scale, d) if rest else None
-        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, pt, chunk_start_idx, scale=scale,
+        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, _ids(pt), chunk_start_idx, scale=scale,
                             q_chunk_size=qc, k_chunk_size=kc, streaming=streaming, window=window, sink=logits)
 
     return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor] + extra,
@@ -397,7 +408,7 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
         else:
             pos, mask = None, rest.pop(0)
         logits = _sink_logits(rest.pop(0), True, scale, d) if sink is not None else None
-        return _kernel_call(op, K.paged_sdpa_decode, qq, kk, vv, pt, pos, scale=scale, k_chunk_size=kc,
+        return _kernel_call(op, K.paged_sdpa_decode, qq, kk, vv, _ids(pt), pos, scale=scale, k_chunk_size=kc,
                             out=previous.clone(), window=window, sink=logits, attn_mask=mask)
 
     return run_op(op, inputs, (1, b, nqh, dv), q._dtype, Layout.TILE, math, memory_config=memory_config,
@@ -428,7 +439,7 @@ def paged_update_cache(
     if page_table is None:
         raise TTFatal(f"{op}: page_table is required (ttsim models the paged cache only)")
     require_device_tensor(op, "page_table", page_table)
-    _check_int(op, "page_table", page_table)
+    _check_table(op, "page_table", page_table)
     nb, nkv, bs, d = _rank4(op, "cache_tensor", cache_tensor)
     if block_size not in (None, bs) or num_kv_heads not in (None, nkv):
         raise TTFatal(f"{op}: block_size={block_size!r} / num_kv_heads={num_kv_heads!r} reinterpret the cache as "
@@ -457,7 +468,7 @@ def paged_update_cache(
         idxs = (rest[0] if len(rest) == 2 else fixed).to(torch.int64)
         if modulo is not None:  # a circular cache of ``modulo`` tokens; -1 still means skip
             idxs = torch.where(idxs >= 0, idxs % modulo, idxs)
-        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, pt)
+        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, _ids(pt))
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
@@ -482,7 +493,7 @@ def paged_fill_cache(
     op = "paged_fill_cache"
     for name, t in (("cache_tensor", cache_tensor), ("input_tensor", input_tensor), ("page_table", page_table)):
         require_device_tensor(op, name, t)
-    _check_int(op, "page_table", page_table)
+    _check_table(op, "page_table", page_table)
     _refuse(op, mesh_coords=mesh_coords, block_size=block_size, cache_position_modulo=cache_position_modulo,
             valid_seq_len_tensor=valid_seq_len_tensor)
     tensors = {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table}
@@ -500,7 +511,7 @@ def paged_fill_cache(
 
     def update(cache, x, pt, *rest):
         row = int(rest[0].reshape(-1)[0]) if len(rest) == 2 else batch_idx
-        _kernel_call(op, K.paged_fill_cache, cache, x, pt, row)
+        _kernel_call(op, K.paged_fill_cache, cache, x, _ids(pt), row)
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
