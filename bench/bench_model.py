@@ -9,7 +9,7 @@ prefill_chunk / SDPA chunk sizes) is timed with ``QWEN36_SDPA_STREAMING=1`` and 
 interleaved round-robin (bench/record.py's side_by_side), so machine noise hits both arms
 alike. torch runs single-threaded by default (``--threads``): ttsim's per-op math is
 small, and on a shared 2-core box intra-op threads mostly add contention. One JSON line
-per run goes to bench/runs/model.jsonl (record.write), with the load average, since the
+per run goes to the runs folder, model.jsonl (record.write), with the load average, since the
 box is shared: compare the streaming/legacy ratio across runs, not absolute times.
 """
 
@@ -44,6 +44,8 @@ def bench_case(cfg_name: str, n: int, tp: int, repeats: int, warmup: int) -> dic
     cfg = getattr(configs, cfg_name)
     if n > cfg.max_context:
         raise SystemExit(f"{cfg_name}: prompt {n} exceeds max_context {cfg.max_context}")
+    if tp > 1:  # collectives need the fabric, set before the mesh opens (tt-metal's rule)
+        ttsim.set_fabric_config(ttsim.FabricConfig.FABRIC_1D)
     dev = ttsim.open_mesh_device(ttsim.MeshShape(1, tp))
     try:
         model = Qwen36Model(ttsim, dev, cfg, generate_weights(cfg, 0), max_slots=1, num_blocks=cfg.max_pages)
@@ -59,6 +61,7 @@ def bench_case(cfg_name: str, n: int, tp: int, repeats: int, warmup: int) -> dic
         secs = record.side_by_side({"streaming": arm("1"), "legacy": arm("0")}, repeats=repeats, warmup=warmup)
     finally:
         ttsim.close_mesh_device(dev)
+        ttsim.set_fabric_config(ttsim.FabricConfig.DISABLED)
     return {
         "config": cfg_name, "tokens": n, "tp": tp, "prefill_chunk": cfg.prefill_chunk, "sdpa_chunk": cfg.sdpa_chunk,
         "streaming_s": secs["streaming"], "legacy_s": secs["legacy"],
@@ -75,7 +78,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    ap.add_argument("--no-record", action="store_true", help="print only; do not append to bench/runs")
+    ap.add_argument("--no-record", action="store_true", help="print only; do not append to the runs folder")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     saved = os.environ.get("QWEN36_SDPA_STREAMING")

@@ -1,59 +1,93 @@
-"""Serving-path throughput: one stage-3 scenario's wall time, and a sweep of one arm.
+"""Sweep throughput: the `ttsim arms` main job timed side by side against an older tree.
 
-    .venv/bin/python -m bench.bench_sweep [--seeds 1000] [--arm all] [--workers 2]
+    .venv/bin/python -m bench.bench_sweep [--seeds 200] [--chunks 4] [--workers 2] [--against REV]
 
-Target: a 1,000-seed sweep of one arm in <= 60 s on 2 cores with the sweep model
-(model.markov: the full serving path -- vLLM scheduler, slots, per-bucket traces with
-uninitialized persistent buffers, on-device sampling, the merge -- without transformer
-math). The Qwen TINY model is timed on one scenario for comparison.
+Runs ``python -m fixtures.cli arms`` (all arms, the sweep model) over the same seeds in this
+tree and, with ``--against REV``, in a temporary ``git worktree`` of REV, alternating chunks
+of seeds between the two trees so machine noise hits both alike. Each chunk's ``--json``
+report must be byte-identical between the trees (no fidelity traded for speed). Times are
+the sweep walls the CLI records (process start-up excluded) plus the whole command's wall.
+Targets: 6 arms x 1000 seeds <= 120 s (stretch 60 s); the default job (200 seeds) <= 30 s.
+The record goes to the runs folder (fixtures.records) as sweep.jsonl.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
-import warnings
-
-import torch
+from pathlib import Path
 
 from bench import record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_chunk(tree: Path, seed_start: int, seeds: int, workers: int, out: Path, runs: Path) -> dict:
+    env = {**os.environ, "TTSIM_RUNS_DIR": str(runs), "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-m", "fixtures.cli", "arms", "--seeds", str(seeds), "--seed-start", str(seed_start),
+           "--workers", str(workers), "--json", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_sweep: {' '.join(cmd)} in {tree} failed:\n{proc.stderr[-2000:]}")
+    rec = json.loads((runs / "arms.jsonl").read_text().splitlines()[-1])
+    return {"sweep_s": rec["wall_s"], "command_s": wall, "json": out.read_bytes()}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seeds", type=int, default=1000)
-    p.add_argument("--arm", default="all")
+    p.add_argument("--seeds", type=int, default=200)
+    p.add_argument("--chunks", type=int, default=4, help="alternate the trees this many times")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--against", metavar="REV", help="git revision to time side by side (e.g. HEAD~3)")
     args = p.parse_args(argv)
-    if args.seeds <= 0 or args.workers <= 0:
-        p.error("--seeds and --workers must be > 0")
-    torch.set_num_threads(1)
-    warnings.simplefilter("ignore")
-    from fixtures import arms, scenario
-    from fixtures.workloads import stage3
-
-    single = {}
-    for model in ("markov", "tiny"):
-        w = stage3(0)
-        expected = scenario.serial_answers(w, 0, model=model)
-        scenario.run_scenario(w, args.arm, 0, expected=expected, model=model)  # warm (imports, config)
-        t0 = time.perf_counter()
-        scenario.run_scenario(w, args.arm, 0, expected=expected, model=model)
-        single[model] = time.perf_counter() - t0
-        print(f"one stage-3 scenario ({model}, arm {args.arm}): {single[model]:.3f} s", flush=True)
-    t0 = time.perf_counter()
-    summary = arms.sweep([args.arm], range(args.seeds), model="markov", workers=args.workers,
-                         progress=arms.ProgressBar(f"sweep {args.arm}"))
-    wall = time.perf_counter() - t0
-    s = summary[args.arm]
-    print(f"{args.seeds} seeds of arm {args.arm}: {wall:.1f} s ({args.seeds / wall:.1f} seeds/s) on "
-          f"{args.workers} workers; {s.failed_requests} failed of {s.requests} requests")
-    path = record.write("sweep", {"arm": args.arm, "seeds": args.seeds, "workers": args.workers,
-                                  "sweep_wall_s": wall, "seeds_per_s": args.seeds / wall,
-                                  "scenario_wall_s": single, "target_s": 60,
-                                  "failed_requests": s.failed_requests, "requests": s.requests})
-    print(f"record -> {path}")
-    return 0
+    if args.seeds <= 0 or args.workers <= 0 or not 1 <= args.chunks <= args.seeds:
+        p.error("--seeds and --workers must be > 0 and 1 <= --chunks <= --seeds")
+    with tempfile.TemporaryDirectory(prefix="ttsim-bench-sweep-") as tmp:
+        tmp = Path(tmp)
+        trees = {"new": ROOT}
+        if args.against:
+            old = tmp / "old"
+            subprocess.run(["git", "worktree", "add", "--detach", str(old), args.against], cwd=ROOT, check=True,
+                           capture_output=True)
+            trees["old"] = old
+        try:
+            totals = {k: {"sweep_s": 0.0, "command_s": 0.0} for k in trees}
+            identical = True
+            bounds = [args.seeds * i // args.chunks for i in range(args.chunks + 1)]
+            for c, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+                order = list(trees) if c % 2 == 0 else list(reversed(trees))
+                got = {}
+                for name in order:
+                    runs = tmp / f"runs-{name}"
+                    got[name] = _run_chunk(trees[name], lo, hi - lo, args.workers, tmp / f"{name}-{c}.json", runs)
+                    for k in totals[name]:
+                        totals[name][k] += got[name][k]
+                    print(f"chunk {c + 1}/{args.chunks} seeds {lo}..{hi - 1} {name}: sweep {got[name]['sweep_s']:.1f} s, "
+                          f"command {got[name]['command_s']:.1f} s", flush=True)
+                if "old" in got and got["old"]["json"] != got["new"]["json"]:
+                    identical = False
+                    print(f"chunk {c + 1}: JSON DIFFERS between the trees", flush=True)
+        finally:
+            if args.against:
+                subprocess.run(["git", "worktree", "remove", "--force", str(trees["old"])], cwd=ROOT,
+                               capture_output=True)
+    rec = {"seeds": args.seeds, "arms": "all", "model": "markov", "workers": args.workers, "chunks": args.chunks,
+           "new": totals["new"], "load_avg_1m": os.getloadavg()[0]}
+    line = f"{args.seeds} seeds x all arms on {args.workers} workers: new sweep {totals['new']['sweep_s']:.1f} s"
+    if args.against:
+        ratio = totals["old"]["sweep_s"] / totals["new"]["sweep_s"]
+        rec.update({"against": args.against, "old": totals["old"], "speedup": ratio, "json_identical": identical})
+        line += f", old ({args.against}) {totals['old']['sweep_s']:.1f} s: {ratio:.2f}x; JSON identical: {identical}"
+    print(line)
+    print(f"record -> {record.write('sweep', rec)}")
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -1305,6 +1305,8 @@ def _main(dest: str, md) -> int:
     data["numerics"] = dump_numerics()
     data["padded_shapes"] = dump_padded_shapes()
     data["device"] = probe_device()
+    data["fabric"] = probe_fabric()
+    data["tt_fatal_texts"] = probe_tt_fatal_texts()
     text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, default=str)
     tmp = dest + ".tmp"
     with open(tmp, "w") as f:
@@ -1337,7 +1339,9 @@ def probe_device() -> dict:
              ("open_device(device_id=0, trace_region_size=0)", (), {"device_id": 0, "trace_region_size": 0}),
              ("open_device(device_id=0, dispatch_core_config=None)", (), {"device_id": 0, "dispatch_core_config": None}),
              ("open_device(device_id=0, worker_l1_size=0)", (), {"device_id": 0, "worker_l1_size": 0}),
-             ("open_device(device_id=0, bogus=1)", (), {"device_id": 0, "bogus": 1})]
+             ("open_device(device_id=0, bogus=1)", (), {"device_id": 0, "bogus": 1}),
+             ("open_device(device_id=0, fabric_config=FabricConfig.FABRIC_1D)", (),
+              {"device_id": 0, "fabric_config": ttnn.FabricConfig.FABRIC_1D})]
     acc = {}
     for label, a, kw in forms:
         try:
@@ -1353,6 +1357,62 @@ def probe_device() -> dict:
     except Exception as e:
         out["GetNumAvailableDevices"] = f"{type(e).__name__}: {clean(str(e).strip().splitlines()[0], 300)}"
     return out
+
+
+#: set_fabric_config sequences run from DISABLED (host-side state: no card needed)
+FABRIC_SEQUENCES = (
+    ("FABRIC_1D", "FABRIC_1D"),
+    ("FABRIC_1D", "FABRIC_1D_RING"),
+    ("FABRIC_1D", "FABRIC_2D"),
+    ("DISABLED", "DISABLED"),
+    ("FABRIC_1D", "DISABLED", "FABRIC_2D"),
+)
+
+
+def probe_fabric() -> dict:
+    """What set_fabric_config accepts and refuses, with the TT_FATAL's message line."""
+    out = {"default": repr(ttnn.get_fabric_config()), "sequences": {}}
+    for seq in FABRIC_SEQUENCES:
+        results = []
+        for name in seq:
+            try:
+                ttnn.set_fabric_config(getattr(ttnn.FabricConfig, name))
+                results.append("ok")
+            except Exception as e:
+                lines = str(e).splitlines()
+                info = lines[lines.index("info:") + 1] if "info:" in lines else lines[0]
+                results.append(f"{type(e).__name__}: {clean(info, 300)}")
+        ttnn.set_fabric_config(ttnn.FabricConfig.DISABLED)
+        results.append(repr(ttnn.get_fabric_config()))
+        out["sequences"][" -> ".join(seq)] = results
+    return out
+
+
+#: tt-metal's TT_FATAL format strings that ttsim raises with (tests/ttsim/test_preconditions.py)
+TT_FATAL_TEXTS = (
+    "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.",
+    "Trace buffer at address {} overlaps with buffers deallocated during trace capture (deletion high water "
+    "mark: {}). Avoid deallocating DRAM buffers during trace capture or set a non-zero trace_region_size.",
+    "Trace buffer at address {} overlaps with DRAM activity captured by another live trace (maximum live trace "
+    "high water mark: {}). Release the existing trace before capturing this trace or set a non-zero "
+    "trace_region_size.",
+    "cq_id {} is out of range",
+    "Trying to get un-initialized fabric context",
+    "SetFabricConfig({}) is not allowed while devices are still open: it would reinitialize the control plane "
+    "underneath running fabric kernels and dangle the ControlPlane& held by the fabric firmware initializer. "
+    "Close the mesh device before changing the fabric config to a non-DISABLED value.",
+    "Fabric config {} requires at least 2 participating chips, but the opened mesh has {} local device(s) on a "
+    "single host. Either open a larger mesh (e.g. a MeshShape with >= 2 devices) or call "
+    "SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh.",
+    "Tried to override previous value of fabric config: {}, with: {}",
+)
+
+
+def probe_tt_fatal_texts() -> dict:
+    """Which of TT_FATAL_TEXTS occur, as NUL-terminated strings, in the package's shared libraries."""
+    lib = os.path.join(os.path.dirname(ttnn.__file__), "build", "lib")
+    blobs = [open(os.path.join(lib, n), "rb").read() for n in ("libtt_metal.so", "_ttnncpp.so")]
+    return {t: any(b"\0" + t.encode() + b"\0" in blob for blob in blobs) for t in TT_FATAL_TEXTS}
 
 
 if __name__ == "__main__":

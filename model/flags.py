@@ -12,8 +12,10 @@ class GeneratorFlags:
 
     prefilled_slots_fix  QWEN36_PREFILLED_SLOTS_FIX: record slots prefilled since the last
                          decode and force the host token for them at the merge.
-    merge_batch_guard    QWEN36_MERGE_BATCH_GUARD: if the device buffer's active pattern
-                         disagrees with the host's, fall back to host tokens for the batch.
+    merge_batch_guard    QWEN36_MERGE_BATCH_GUARD: production's patch 0022,
+                         ``torch.equal(dev_pos != -1, host_pos != -1)`` over the whole bucket
+                         (after the clamp); any difference falls back to the host's tokens
+                         and positions for every row.
     position_clamp       QWEN36_POSITION_CLAMP: device positions outside [0, max_ctx) are
                          invalid (-1) before any comparison.
     merge                merge device state at batch resets; off = always restage the
@@ -65,9 +67,3 @@ ARMS: dict[str, GeneratorFlags] = {
     "no-merge": GeneratorFlags(merge=False),
     "all+reads": GeneratorFlags(merge_from_last_run=True, synced_merge_reads=True),
 }
-
-
-def arm(name: str) -> GeneratorFlags:
-    if name not in ARMS:
-        raise KeyError(f"unknown arm {name!r}; choose from {', '.join(ARMS)}")
-    return ARMS[name]

@@ -47,6 +47,7 @@ class MergeRow:
     source: str  # "device" or "host"
     reason: str
     prefilled: bool = False  # diagnostics: the slot was prefilled since the last decode
+    request_id: str | None = None  # the request holding the slot (tagged by the serving runner)
 
 
 @dataclass
@@ -73,15 +74,16 @@ class _DecodeTrace:
     buffer allocated later could land there and be overwritten (the hazard ttnn warns of).
     """
 
-    def __init__(self, gen: "Generator", bucket: int):
-        ttnn, dev = gen.ttnn, gen.mesh_device
+    def __init__(self, ttnn, device, model, bucket: int, max_pages: int, enable_trace: bool):
+        self.ttnn, self.device, self.model = ttnn, device, model
         self.bucket = bucket
+        self.enable_trace = enable_trace
         alloc = ttnn.allocate_tensor_on_device
         rm = ttnn.ROW_MAJOR_LAYOUT
-        self.tokens = alloc(ttnn.Shape([1, bucket]), ttnn.uint32, rm, dev)
-        self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, dev)
-        self.page_table = alloc(ttnn.Shape([bucket, gen.max_pages]), ttnn.int32, rm, dev)
-        self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, dev)
+        self.tokens = alloc(ttnn.Shape([1, bucket]), ttnn.uint32, rm, device)
+        self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
+        self.page_table = alloc(ttnn.Shape([bucket, max_pages]), ttnn.int32, rm, device)
+        self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
         # host mirrors the merge reads the device buffers into (persistent host tensors)
         self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
         self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
@@ -90,24 +92,23 @@ class _DecodeTrace:
         self.trace_id = None
         self.logits = None
 
-    def capture(self, gen: "Generator") -> None:
-        if gen.enable_trace and self.trace_id is None:
-            ttnn, dev = gen.ttnn, gen.mesh_device
-            self.trace_id = ttnn.begin_trace_capture(dev, cq_id=0)
-            self.logits = self._body(gen)
-            ttnn.end_trace_capture(dev, self.trace_id, cq_id=0)
+    def capture(self) -> None:
+        if self.enable_trace and self.trace_id is None:
+            self.trace_id = self.ttnn.begin_trace_capture(self.device, cq_id=0)
+            self.logits = self._body()
+            self.ttnn.end_trace_capture(self.device, self.trace_id, cq_id=0)
 
-    def _body(self, gen: "Generator"):
-        logits = gen.model.decode(self.tokens, self.positions, self.page_table, self.slots)
-        gen.model.sample_on_device(logits, self.tokens)
-        gen.ttnn.plus_one(self.positions, skip_negative_entries=True)
+    def _body(self):
+        logits = self.model.decode(self.tokens, self.positions, self.page_table, self.slots)
+        self.model.sample_on_device(logits, self.tokens)
+        self.ttnn.plus_one(self.positions, skip_negative_entries=True)
         return logits
 
-    def run(self, gen: "Generator") -> None:
+    def run(self) -> None:
         if self.trace_id is None:
-            self.logits = self._body(gen)
+            self.logits = self._body()
         else:
-            gen.ttnn.execute_trace(gen.mesh_device, self.trace_id, cq_id=0, blocking=False)
+            self.ttnn.execute_trace(self.device, self.trace_id, cq_id=0, blocking=False)
         self.executed = True
 
 
@@ -213,7 +214,7 @@ class Generator:
 
         self._allocate_inputs()
         trace = self._traces[bucket]
-        trace.capture(self)
+        trace.capture()
         fresh = not trace.executed
         changed = reset_batch or bucket != self._last_bucket or fresh
         self._write_if_changed(trace, pt, slots)
@@ -227,7 +228,7 @@ class Generator:
                 source = self._traces[self._last_bucket]
             tok, pos = self._merge(source, bucket, not source.executed, host_tok, host_pos)
             self._write_inputs(trace, tok, pos)
-        trace.run(self)
+        trace.run()
         self._last_bucket = bucket
         # a slot stops being "prefilled since the last decode" once it has decoded
         self._slots_prefilled_since_decode.difference_update(active)
@@ -323,15 +324,15 @@ class Generator:
                     reasons[r] = "prefilled slot: host forced"
                 keep[r] = False
         rejected = False
-        if self.flags.merge_batch_guard:
-            # a row the host continues (active, not just prefilled) that the device shows
-            # inactive: the buffer's active pattern belongs to another batch
-            continuing = host_active & ~prefilled
-            if bool((continuing & (dev_pos == -1)).any()):
-                rejected = True
-                self.guard_rejects += 1
-                keep[:] = False
-                reasons = ["guard: pattern mismatch" if a else "inactive" for a in host_active.tolist()]
+        if self.flags.merge_batch_guard and not torch.equal(dev_pos != -1, host_pos != -1):
+            # production's guard (patch 0022): the whole bucket's valid pattern, device against
+            # host; any difference means the buffer belongs to another batch, so every row
+            # takes the host's token and position. With the clamp on, out-of-range garbage is
+            # already -1 here, so the one comparison catches garbage too.
+            rejected = True
+            self.guard_rejects += 1
+            keep[:] = False
+            reasons = ["guard: pattern mismatch" if a else "inactive" for a in host_active.tolist()]
         tok = torch.where(keep, dev_tok, host_tok)
         pos = torch.where(keep, dev_pos, host_pos)
         if self.on_merge is not None:
@@ -346,16 +347,11 @@ class Generator:
     def _allocate_inputs(self) -> None:
         if not self._traces:
             for bucket in BUCKETS:
-                self._traces[bucket] = _DecodeTrace(self, bucket)
+                self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
+                                                    self.max_pages, self.enable_trace)
 
     def warm_up(self) -> None:
         """Allocate every bucket's inputs and capture every trace now (instead of at first use)."""
         self._allocate_inputs()
         for trace in self._traces.values():
-            trace.capture(self)
-
-    def release(self) -> None:
-        for trace in self._traces.values():
-            if trace.trace_id is not None:
-                self.ttnn.release_trace(self.mesh_device, trace.trace_id)
-        self._traces.clear()
+            trace.capture()

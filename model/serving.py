@@ -15,6 +15,7 @@ and calls decode_forward with ``reset_batch=True``.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -32,6 +33,21 @@ os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
 VLLM_VERSION = "0.33.0"
 
 
+class _NoCompiledKernels(logging.Filter):
+    """This install carries vLLM's scheduler without its compiled kernels (requirements/), so
+    vLLM's warning that ``vllm._C`` is absent is expected noise; any other failure to load
+    them (a broken build, a missing symbol) still shows."""
+
+    EXPECTED = "Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.EXPECTED
+
+
+for _name in ("vllm.platforms.interface", "vllm.platforms.cpu"):
+    logging.getLogger(_name).addFilter(_NoCompiledKernels())
+
+
 @dataclass
 class _ReqState:
     req_id: str
@@ -47,8 +63,12 @@ class TTRunner:
     """The model runner: slots, prefill chunks, traced decode through the generator."""
 
     def __init__(self, generator, *, max_slots: int, max_pages: int, prefill_chunk: int,
-                 scratch: Callable[[], None] | None = None):
+                 scratch: Callable[[], None] | None = None, on_merge: Callable | None = None):
         self.gen = generator
+        # the runner owns the generator's merge hook: it tags each merge row with the request
+        # holding that slot, then hands the event to ``on_merge``
+        self.on_merge = on_merge
+        generator.on_merge = self._tag_merge
         self.prefill_chunk = prefill_chunk
         self.max_slots = max_slots
         self.max_pages = max_pages
@@ -58,6 +78,12 @@ class TTRunner:
         self._last_batch: tuple = ()
         self.preemptions = 0
         self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
+
+    def _tag_merge(self, event) -> None:
+        for row in event.rows:
+            row.request_id = self.slots[row.slot] if row.slot < len(self.slots) else None
+        if self.on_merge is not None:
+            self.on_merge(event)
 
     # -- slot placement (the TT plugin's stable slots) ------------------------------------
     def _place(self, st: _ReqState) -> None:
@@ -73,10 +99,8 @@ class TTRunner:
             self.slots[st.slot] = None
 
     def _page_row(self, st: _ReqState):
-        row = torch.zeros(self.max_pages, dtype=torch.int32)
         blocks = st.blocks[: self.max_pages]
-        row[: len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
-        return row
+        return torch.tensor(blocks + [0] * (self.max_pages - len(blocks)), dtype=torch.int32)
 
     # -- one engine step ------------------------------------------------------------------
     def execute(self, so) -> Callable[[], object]:
@@ -192,6 +216,9 @@ class Engine:
         self.outputs: dict[str, list[int]] = {}
         self.finished: set[str] = set()
         self.steps = 0
+
+    def add_request(self, request) -> None:
+        self.s.add_request(request)
 
     def has_work(self) -> bool:
         return self.s.has_requests() or bool(self.queue)

@@ -11,6 +11,7 @@ from .api import (
     begin_trace_capture,
     close_device,
     close_mesh_device,
+    command_queue,
     end_trace_capture,
     event_synchronize,
     execute_trace,
@@ -22,6 +23,16 @@ from .api import (
     wait_for_event,
 )
 from .device import Event as MeshEvent
+from .fabric import (
+    FabricConfig,
+    FabricManagerMode,
+    FabricReliabilityMode,
+    FabricRouterConfig,
+    FabricTensixConfig,
+    FabricUDMMode,
+    get_fabric_config,
+    set_fabric_config,
+)
 from .device import MeshDevice, digest_state
 from .seed import DEFAULT_SEED, get_seed, set_seed
 from .tensor import (

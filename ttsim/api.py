@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
-from .device import DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, DEFAULT_WORKER_L1_SIZE, Event, MeshDevice
+from . import fabric
+from .device import (DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, DEFAULT_WORKER_L1_SIZE, Event, MeshDevice,
+                     current_cq_id, pop_cq_id, push_cq_id)
 from .types import MeshShape, TTFatal
 
 #: chips in the simulated system: the production host has two p150a cards
@@ -24,6 +27,15 @@ def GetNumAvailableDevices() -> int:
 
 def GetNumPCIeDevices() -> int:
     return GetNumAvailableDevices()
+
+
+def open_devices() -> list[MeshDevice]:
+    """The devices open now (each once), in the order their first chip was opened."""
+    out: list[MeshDevice] = []
+    for dev in _open_chips.values():
+        if not dev.closed and dev not in out:
+            out.append(dev)
+    return out
 
 
 def _claim(chip_ids: list[int], what: str) -> None:
@@ -55,8 +67,10 @@ def open_device(
     """Open one chip (a 1x1 mesh). ``worker_l1_size`` 0 means the hardware default."""
     _check_sizes("open_device", l1_small_size, trace_region_size, num_command_queues)
     _claim([device_id], "open_device")
+    fabric_config = fabric.check_open(1, "open_device")
     dev = MeshDevice(MeshShape(1, 1), [device_id], l1_small_size=l1_small_size,
-                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues,
+                     fabric_config=fabric_config)
     _open_chips[device_id] = dev
     return dev
 
@@ -101,8 +115,10 @@ def open_mesh_device(
             f"open_mesh_device: {mesh_shape!r} needs {n} physical_device_ids, got {physical_device_ids!r}"
         )
     _claim(list(physical_device_ids), "open_mesh_device")
+    fabric_config = fabric.check_open(n, "open_mesh_device")
     dev = MeshDevice(mesh_shape, list(physical_device_ids), l1_small_size=l1_small_size,
-                     trace_region_size=trace_region_size, num_command_queues=num_command_queues)
+                     trace_region_size=trace_region_size, num_command_queues=num_command_queues,
+                     fabric_config=fabric_config)
     for cid in physical_device_ids:
         _open_chips[cid] = dev
     return dev
@@ -121,6 +137,18 @@ def _close(device: MeshDevice, what: str) -> None:
             del _open_chips[cid]
 
 
+@contextlib.contextmanager
+def command_queue(cq_id: int):
+    """Calls inside the block that name no queue go to ``cq_id`` (ttnn's thread-local default)."""
+    if cq_id is None:
+        raise ValueError("cq_id cannot be None in command_queue context")
+    push_cq_id(cq_id)
+    try:
+        yield
+    finally:
+        pop_cq_id()
+
+
 def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_ids=()) -> None:
     """Block until the device has executed everything enqueued (on ``cq_id``, or all queues)."""
     _device(device, "synchronize_device")
@@ -131,7 +159,7 @@ def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_
 
 def record_event(mesh_device: MeshDevice, cq_id: int | None = None, sub_device_ids=(), device_range=None) -> Event:
     """Record an event on queue ``cq_id`` (default 0). ``device_range`` (a sub-mesh) is not modelled."""
-    cq_id = 0 if cq_id is None else cq_id
+    cq_id = current_cq_id() if cq_id is None else cq_id
     if device_range is not None:
         raise TTFatal("record_event: device_range is not modelled by ttsim")
     _device(mesh_device, "record_event").check_cq(cq_id, "record_event")
@@ -144,7 +172,7 @@ def wait_for_event(cq_id: int | None, mesh_event: Event) -> None:
     ttnn declares ``cq_id=None`` before the required ``mesh_event``, which Python cannot spell;
     pass both (``wait_for_event(1, event)``), as ttnn code does.
     """
-    cq_id = 0 if cq_id is None else cq_id
+    cq_id = current_cq_id() if cq_id is None else cq_id
     if not isinstance(mesh_event, Event):
         raise TTFatal(f"wait_for_event: expected an event from record_event, got {mesh_event!r}")
     mesh_event.device.check_cq(cq_id, "wait_for_event")
@@ -159,15 +187,15 @@ def event_synchronize(mesh_event: Event) -> None:
 
 
 def begin_trace_capture(mesh_device: MeshDevice, *, cq_id: int | None = None) -> int:
-    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(0 if cq_id is None else cq_id)
+    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(current_cq_id() if cq_id is None else cq_id)
 
 
 def end_trace_capture(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None) -> None:
-    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, 0 if cq_id is None else cq_id)
+    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, current_cq_id() if cq_id is None else cq_id)
 
 
 def execute_trace(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None, blocking: bool = True) -> None:
-    cq_id = 0 if cq_id is None else cq_id
+    cq_id = current_cq_id() if cq_id is None else cq_id
     dev = _device(mesh_device, "execute_trace")
     dev.check_cq(cq_id, "execute_trace")
     dev.execute_trace(trace_id, cq_id, blocking)

@@ -14,12 +14,14 @@ only by ``wait_for_event``.
 from __future__ import annotations
 
 import itertools
+import threading
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 from . import numerics
+from .fabric import FabricConfig, check_collective
 from .grid import CoreGrid
 from .memory import ALIGNMENT, DRAM_SIZE, L1_SIZE, Buffer, Region
 from .program_cache import ProgramCache
@@ -32,6 +34,32 @@ DEFAULT_TRACE_REGION_SIZE = 0
 DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
+#: ttsim's estimate of a trace buffer (see Trace.nbytes): a program's fixed share (launch
+#: message, CB config, go signal), each worker core's share (runtime args, launch message),
+#: the worker cores of a Blackhole (13x10) and the bytes of one bf16 tile
+TRACE_BYTES_PER_COMMAND = 2048
+TRACE_BYTES_PER_CORE = 256
+WORKER_CORES = 130
+TILE_BYTES = 32 * 32 * 2
+
+
+_thread = threading.local()
+
+
+def current_cq_id() -> int:
+    """The queue calls without an explicit cq go to: 0, or the innermost ``ttnn.command_queue(cq)``."""
+    stack = getattr(_thread, "cq_stack", None)
+    return stack[-1] if stack else 0
+
+
+def push_cq_id(cq_id: int) -> None:
+    if not hasattr(_thread, "cq_stack"):
+        _thread.cq_stack = []
+    _thread.cq_stack.append(cq_id)
+
+
+def pop_cq_id() -> None:
+    _thread.cq_stack.pop()
 
 
 class Chip:
@@ -86,6 +114,35 @@ class Trace:
     commands: list[Command] = field(default_factory=list)
     buffers: list[Buffer] = field(default_factory=list)  # allocated during capture
     ended: bool = False
+    # dynamic trace mode (trace_region_size=0): DRAM high-water marks of the capture, the trace buffers
+    alloc_high_water_mark: int = 0
+    deletion_high_water_mark: int = 0
+    dram_buffers: list[Buffer] = field(default_factory=list)
+    counted_bytes: int = 0  # what this trace adds to the device's trace region use
+
+    def nbytes(self) -> int:
+        """ttsim's estimate of the trace buffer's size on one chip.
+
+        On a card the trace buffer holds the assembled dispatch command stream (per program:
+        launch messages, runtime args, CB and semaphore config, go signals; then one
+        exec-buf-end command), padded to the interleaved page size. It grows with the number
+        of programs and the cores each runs on, not with tensor bytes. ttsim records no
+        dispatch commands, so it estimates from the buffers each captured command writes (an
+        op: the output it allocated): a fixed share per command plus a per-core share for as
+        many cores as the output has tiles, up to the whole grid. An order-of-magnitude
+        estimate that can be off either way (a ~1500-program decode on full grids comes to
+        ~50 MB, the vLLM plugin's region); its job is to make a too-small region fail.
+        """
+        total = TRACE_BYTES_PER_COMMAND  # exec-buf-end
+        for cmd in self.commands:
+            chip = cmd.writes[0].chip if cmd.writes else None
+            tiles = sum(-(-b.nbytes // TILE_BYTES) for b in cmd.writes if b.chip is chip)
+            total += TRACE_BYTES_PER_COMMAND + TRACE_BYTES_PER_CORE * min(WORKER_CORES, tiles)
+        return total
+
+    @property
+    def dram_high_water_mark(self) -> int:
+        return max(self.alloc_high_water_mark, self.deletion_high_water_mark)
 
 
 class MeshDevice:
@@ -100,6 +157,7 @@ class MeshDevice:
         trace_region_size: int,
         num_command_queues: int,
         lag: float | None = None,
+        fabric_config: FabricConfig = FabricConfig.DISABLED,
     ):
         seed = get_seed()
         self.seed = seed
@@ -108,6 +166,8 @@ class MeshDevice:
         self.l1_small_size = l1_small_size
         self.trace_region_size = trace_region_size
         self.num_command_queues = num_command_queues
+        self.fabric_config = fabric_config  # the fabric in force when the mesh opened
+        self.trace_buffers_size = 0  # bytes of the trace region the live traces use
         self._queues: list[deque[Command]] = [deque() for _ in range(num_command_queues)]
         self._rng = stream("mesh", *chip_ids, "queue", seed=seed)
         self.lag = DEFAULT_LAG if lag is None else float(lag)
@@ -175,11 +235,15 @@ class MeshDevice:
             raise TTFatal(f"{what}: {self!r} is closed")
 
     def check_cq(self, cq_id: int, what: str) -> None:
-        if not isinstance(cq_id, int) or not 0 <= cq_id < self.num_command_queues:
+        # tt-metal: MeshDeviceImpl::mesh_command_queue, TT_FATAL "cq_id {} is out of range"
+        if not isinstance(cq_id, int) or isinstance(cq_id, bool) or not 0 <= cq_id < self.num_command_queues:
             raise TTFatal(
-                f"{what}: cq_id={cq_id!r} is out of range; the device was opened with "
-                f"num_command_queues={self.num_command_queues}"
+                f"cq_id {cq_id!r} is out of range ({what} on {self!r}, opened with "
+                f"num_command_queues={self.num_command_queues}; pass num_command_queues=2 to use cq 1)"
             )
+
+    def check_collective(self, op: str) -> None:
+        check_collective(self, op)
 
     # -- buffers ------------------------------------------------------------------
     def allocate(
@@ -205,6 +269,9 @@ class MeshDevice:
             bufs.append(buf)
         if self._capturing is not None:
             self._capturing.buffers.extend(bufs)
+            if buffer_type == BufferType.DRAM:
+                top = max(b.address + b.nbytes for b in bufs)
+                self._capturing.alloc_high_water_mark = max(self._capturing.alloc_high_water_mark, top)
         return bufs
 
     def free(self, bufs: list[Buffer]) -> None:
@@ -212,6 +279,9 @@ class MeshDevice:
             if buf.freed:
                 continue
             buf.freed = True
+            if self._capturing is not None and buf.buffer_type == BufferType.DRAM:
+                cap = self._capturing
+                cap.deletion_high_water_mark = max(cap.deletion_high_water_mark, buf.address + buf.nbytes)
             buf.chip.live.pop(id(buf), None)
             region = buf.chip.region(buf.buffer_type)
             region.free(buf.address, buf.nbytes)
@@ -288,11 +358,78 @@ class MeshDevice:
         return trace.trace_id
 
     def end_trace_capture(self, trace_id: int, cq_id: int) -> None:
+        self.check_cq(cq_id, "end_trace_capture")
         trace = self._trace(trace_id, "end_trace_capture")
         if self._capturing is not trace or trace.cq_id != cq_id:
             raise TTFatal(f"end_trace_capture: trace {trace_id} is not being captured on cq {cq_id}")
         self._capturing = None
+        try:
+            self._place_trace_buffer(trace)
+        except TTFatal:
+            del self._traces[trace.trace_id]  # the capture is over and the trace is unusable
+            raise
         trace.ended = True
+
+    def _place_trace_buffer(self, trace: Trace) -> None:
+        """Where the captured commands go, as tt-metal's MeshTrace::populate_mesh_buffer decides.
+
+        With a trace region (trace_region_size > 0) every live trace's buffer must fit in it
+        together. Without one (0, the default in 0.81.1) tt-metal's dynamic mode puts the
+        buffer at the TOP of DRAM and fails if it lands below DRAM the capture allocated or
+        freed, or below what another live trace's capture touched.
+        """
+        size = trace.nbytes()
+        if self.trace_region_size > 0:
+            # counted before the check and never taken back on failure, as tt-metal does
+            self.trace_buffers_size += size
+            trace.counted_bytes = size
+            if self.trace_buffers_size > self.trace_region_size:
+                raise TTFatal(
+                    f"Creating trace buffers of size {self.trace_buffers_size}B on MeshDevice {self.id()}, "
+                    f"but only {self.trace_region_size}B is allocated for trace region. "
+                    f"(trace {trace.trace_id}: {len(trace.commands)} captured commands; open the device with a "
+                    f"larger trace_region_size)"
+                )
+            return
+        bufs = []
+        for chip in self.chips:
+            addr = chip.dram.allocate(size, f"trace {trace.trace_id} buffer", top_down=True)
+            bufs.append(Buffer(chip, BufferType.DRAM, addr, size, DataType.UINT32, Layout.ROW_MAJOR, (size // 4,)))
+        trace.dram_buffers = bufs
+        address = min(b.address for b in bufs)
+        alloc, dele = trace.alloc_high_water_mark, trace.deletion_high_water_mark
+        live = max((t.dram_high_water_mark for t in self._traces.values() if t.ended), default=0)
+        if address >= max(alloc, dele, live):
+            return
+        self._free_trace_buffers(trace)
+        if address < alloc and address < dele:
+            raise TTFatal(
+                f"Trace buffer at address {address} overlaps with DRAM activity during trace capture. "
+                f"Allocation high water mark: {alloc}, Deletion high water mark: {dele}. "
+                "Reduce allocations during trace capture or set a non-zero trace_region_size."
+            )
+        if address < dele:
+            raise TTFatal(
+                f"Trace buffer at address {address} overlaps with buffers deallocated during trace capture "
+                f"(deletion high water mark: {dele}). "
+                "Avoid deallocating DRAM buffers during trace capture or set a non-zero trace_region_size."
+            )
+        if address < alloc:
+            raise TTFatal(
+                f"Trace buffer at address {address} overlaps with buffers allocated during trace capture "
+                f"(allocation high water mark: {alloc}). "
+                "Reduce allocations during trace capture or set a non-zero trace_region_size."
+            )
+        raise TTFatal(
+            f"Trace buffer at address {address} overlaps with DRAM activity captured by another live trace "
+            f"(maximum live trace high water mark: {live}). "
+            "Release the existing trace before capturing this trace or set a non-zero trace_region_size."
+        )
+
+    def _free_trace_buffers(self, trace: Trace) -> None:
+        for b in trace.dram_buffers:
+            b.chip.dram.free(b.address, b.nbytes)
+        trace.dram_buffers = []
 
     def execute_trace(self, trace_id: int, cq_id: int, blocking: bool) -> None:
         trace = self._trace(trace_id, "execute_trace")
@@ -314,6 +451,8 @@ class MeshDevice:
     def release_trace(self, trace_id: int) -> None:
         trace = self._trace(trace_id, "release_trace")
         self.finish()
+        self.trace_buffers_size -= trace.counted_bytes
+        self._free_trace_buffers(trace)
         del self._traces[trace.trace_id]
 
     def _trace(self, trace_id: int, what: str) -> Trace:

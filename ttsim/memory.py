@@ -75,16 +75,21 @@ class Region:
         self.allocated_bytes = 0
 
     # -- allocation ------------------------------------------------------------
-    def allocate(self, nbytes: int, what: str) -> int:
+    def allocate(self, nbytes: int, what: str, top_down: bool = False) -> int:
+        """First fit from the bottom; ``top_down``: the highest address that fits (tt-metal's
+        placement for trace buffers without a trace region)."""
         need = -(-max(nbytes, 1) // self.alignment) * self.alignment
-        for i, (start, length) in enumerate(self._free):
+        order = range(len(self._free) - 1, -1, -1) if top_down else range(len(self._free))
+        for i in order:
+            start, length = self._free[i]
             if length >= need:
+                addr = start + length - need if top_down else start
                 if length == need:
                     del self._free[i]
                 else:
-                    self._free[i] = (start + need, length - need)
+                    self._free[i] = (start, length - need) if top_down else (start + need, length - need)
                 self.allocated_bytes += need
-                return start
+                return addr
         largest = max((length for _, length in self._free), default=0)
         raise TTFatal(
             f"Out of Memory: Not enough space to allocate {nbytes} B {self.name} buffer for {what}; "

@@ -112,11 +112,17 @@ _BF16_NAN = torch.tensor(0x7FC0, dtype=torch.int16).view(torch.bfloat16)
 def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
     """float -> bfloat16 as ttnn's host conversion: round to nearest even; any NaN -> 0x7FC0."""
     y = x.to(torch.bfloat16)
-    if x.is_floating_point():
+    # a NaN anywhere makes the sum NaN (so does inf + -inf: then the exact check decides);
+    # one reduction instead of a mask and a reduction on every conversion
+    if x.is_floating_point() and x.numel() and _is_nan(float(x.sum())):
         nan = torch.isnan(x)
         if bool(nan.any()):  # torch's vectorised paths may keep the sign or give 0xFFFF
             y = torch.where(nan, _BF16_NAN, y)
     return y
+
+
+def _is_nan(v: float) -> bool:
+    return v != v
 
 
 #: elements per chunk of a block-float conversion: bfp_pack/unpack need ~70 bytes of int64 and
@@ -153,6 +159,12 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     if dtype in BLOCK_FLOATS:
         return _bfp_quantize(x, dtype)
     if dtype in (DataType.UINT32, DataType.INT32):
+        # int32 bit patterns are already stored; int64 -> int32 keeps the low 32 bits (two's
+        # complement wrap, checked against the explicit wrap below by tests/ttsim/test_numerics.py)
+        if x.dtype == torch.int32:
+            return x.clone()
+        if x.dtype == torch.int64:
+            return x.to(torch.int32)
         v = (x.to(torch.float64).trunc() if x.is_floating_point() else x).to(torch.int64)
         v = v & 0xFFFFFFFF  # two's complement wrap, as a static_cast to 32 bits does
         return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)

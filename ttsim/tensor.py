@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from . import numerics
-from .device import Command, MeshDevice
+from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
 from .seed import derive, junk_bytes
 from .types import (
@@ -100,7 +100,8 @@ class Tensor:
         self._dtype = dtype
         self._layout = layout
         self._padded = Shape(tile_padded(self._shape) if layout == Layout.TILE else self._shape)
-        self._host: list[torch.Tensor] | None = host
+        self._host_shards: list[torch.Tensor] | None = host
+        self._host_fill = None  # makes the seeded junk of a fresh host buffer when first looked at
         self._device: MeshDevice | None = device
         self._buffers: list[Buffer] | None = buffers
         self._memory_config = memory_config
@@ -184,6 +185,19 @@ class Tensor:
         return f"ttnn.{_describe(self)}"
 
     # -- internals ------------------------------------------------------------------
+    @property
+    def _host(self) -> list[torch.Tensor] | None:
+        """Per-chip host shards. A non-blocking read's destination holds seeded junk until the
+        read lands; the junk is fixed when the read is issued and made only if someone looks
+        before it lands (most reads land first)."""
+        if self._host_fill is not None:
+            self._host_shards, self._host_fill = self._host_fill(), None
+        return self._host_shards
+
+    @_host.setter
+    def _host(self, shards: list[torch.Tensor] | None) -> None:
+        self._host_shards, self._host_fill = shards, None
+
     def _live_buffers(self, what: str) -> list[Buffer]:
         if self._device is None:
             raise TTFatal(f"{what}: expected a device tensor, got {_describe(self)}")
@@ -399,7 +413,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
         if tensor._device is device:
             return tensor
         raise TTFatal(f"to_device: {_describe(tensor)} is already on another device")
-    cq = 0 if queue_id is None else queue_id
+    cq = current_cq_id() if queue_id is None else queue_id
     device.check_open("to_device")
     device.check_cq(cq, "to_device")
     host = tensor._host
@@ -413,18 +427,24 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
 
     def write():
         for b, h in zip(bufs, host):
-            b.data = h
+            b.data = h.clone()  # each chip owns its bytes (a replicated shard is one host object)
 
     device.enqueue(cq, "write", write, writes=bufs)
     return Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc)
 
 
-def _host_junk(t: Tensor, label: str) -> list[torch.Tensor]:
-    """Seeded contents of a freshly malloc'd host buffer (never read by a correct program)."""
+def _host_junk(t: Tensor, label: str):
+    """Seeded contents of a freshly malloc'd host buffer (never read by a correct program), as
+    a function making them: the key is taken now, the bytes only when needed."""
     dev = t._device
     key = derive("host-buffer", label, dev.stats["commands"], seed=dev.seed)
-    raw = junk_bytes(key, 0, numerics.nbytes(t._dtype, t._layout, t._padded))
-    return [numerics.decode(raw, t._dtype, t._layout, tuple(t._padded)) for _ in t._buffers]
+    dtype, layout, padded, n = t._dtype, t._layout, tuple(t._padded), len(t._buffers)
+
+    def make() -> list[torch.Tensor]:
+        raw = junk_bytes(key, 0, numerics.nbytes(dtype, layout, padded))
+        return [numerics.decode(raw, dtype, layout, padded) for _ in range(n)]
+
+    return make
 
 
 def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None = None) -> Tensor:
@@ -432,8 +452,8 @@ def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None =
     bufs = tensor._live_buffers("from_device")
     out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
     if not blocking:
-        out._host = _host_junk(tensor, "from_device")
-    _enqueue_read(tensor, bufs, out, blocking, 0 if queue_id is None else queue_id, "from_device")
+        out._host_fill = _host_junk(tensor, "from_device")
+    _enqueue_read(tensor, bufs, out, blocking, current_cq_id() if queue_id is None else queue_id, "from_device")
     return out
 
 
@@ -468,7 +488,7 @@ def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id
             f"copy_host_to_device_tensor: host tensor has {len(host)} shards, device tensor {len(bufs)}"
         )
     device = device_tensor._device
-    cq_id = 0 if cq_id is None else cq_id
+    cq_id = current_cq_id() if cq_id is None else cq_id
     device.check_cq(cq_id, "copy_host_to_device_tensor")
     snapshot = [h.clone() for h in host]
 
@@ -486,7 +506,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
     if host_tensor._device is not None:
         raise TTFatal(f"copy_device_to_host_tensor: destination must be a host tensor, got {_describe(host_tensor)}")
     _check_same_spec("copy_device_to_host_tensor", host_tensor, device_tensor)
-    _enqueue_read(device_tensor, bufs, host_tensor, blocking, 0 if cq_id is None else cq_id,
+    _enqueue_read(device_tensor, bufs, host_tensor, blocking, current_cq_id() if cq_id is None else cq_id,
                   "copy_device_to_host_tensor")
 
 

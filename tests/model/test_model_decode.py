@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from fixtures.production import TRACED_DEVICE_PARAMS
 from model.config import TINY
 from model.pcc import comp_pcc
 from model.reference import ReferenceSession
@@ -118,6 +119,7 @@ def test_inactive_rows_leave_caches_and_states_untouched(ttnn, mesh_device):
 
 
 @pytest.mark.filterwarnings("ignore:Allocating device buffers is unsafe")  # the untraced twin allocates
+@pytest.mark.parametrize("device_params", [TRACED_DEVICE_PARAMS], indirect=True, ids=["qwen36-trace-region"])
 @pytest.mark.parametrize("mesh_device", [1, 2], indirect=True, ids=["tp1", "tp2"])
 def test_traced_decode_equals_untraced(ttnn, mesh_device):
     """Capture decode + on-device sampling once; replay with new input contents written into the

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from fixtures import backend
 from model.config import TINY
 from model.pcc import comp_pcc
 from model.reference import ReferenceSession
@@ -49,18 +50,18 @@ def test_chunked_prefill_equals_one_shot(ttnn, mesh_device):
     assert ok, f"continued vs chunked PCC {pcc}"
 
 
-def test_tp2_equals_tp1(ttnn):
+def test_tp2_equals_tp1(ttnn, hil):
     """The same prompt on a 1x1 and on a 1x2 mesh: PCC >= 0.999, same argmax."""
     toks = prompt(200, offset=3)
     out = {}
     for n in (1, 2):
-        dev = ttnn.open_mesh_device(ttnn.MeshShape(1, n))
+        dev = backend.open_mesh(ttnn, hil, n, {})  # the 1x2 mesh opens with its fabric, as on cards
         try:
             model = build(ttnn, dev, TINY)
             assert model.tp == n
             out[n] = model.prefill(toks, slot=2, page_table_row=pages(TINY, 2))
         finally:
-            ttnn.close_mesh_device(dev)
+            backend.close(ttnn, dev)
     ok, pcc = comp_pcc(out[1], out[2], 0.999)
     assert ok, f"TP=2 vs TP=1 PCC {pcc}"
     assert int(out[1].argmax()) == int(out[2].argmax())

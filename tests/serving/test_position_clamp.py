@@ -1,10 +1,12 @@
 """The position clamp's negative control, on the generator with a chosen allocator history.
 
 Production read positions like 1206993233 (two bf16 activations seen as one int32) from
-never-written buffers. Alone such a value never equals a host position, but the guard
-counts it as an active row: in a batch where another row's residue collides, the guard
-is fooled and the garbage-adjacent token is kept. The clamp turns out-of-range positions
-into -1 first, so the guard sees the mismatch and falls back to the host.
+never-written buffers. Alone such a value never equals a host position, but production's
+guard (``dev_pos != -1`` against ``host_pos != -1``) counts it as a valid row: where the
+garbage sits under rows the host has active, and an older batch's -1 under the row it has
+not, the patterns agree, the guard is fooled, and a colliding row's residue token is kept.
+The clamp turns out-of-range positions into -1 first, so the guard sees the mismatch and
+falls back to the host.
 
 The allocator history is the knob: a buffer of chosen bytes is freed just where the
 decode traces' persistent inputs will be allocated (first fit), exactly as freed
@@ -15,6 +17,7 @@ import pytest
 import torch
 
 import ttsim
+from fixtures.production import VLLM_TRACE_REGION_SIZE
 from model.flags import ARMS
 from model.generator import Generator
 from model.markov import MARKOV, MarkovModel, greedy_reference
@@ -28,7 +31,7 @@ PROMPTS = {0: list(b"the user asked about the weather in"), 1: list(b"get_weathe
 
 def _run(arm: str) -> tuple[dict[int, list[int]], int]:
     ttsim.set_seed(7)
-    dev = ttsim.open_device(device_id=0)
+    dev = ttsim.open_device(device_id=0, trace_region_size=VLLM_TRACE_REGION_SIZE)  # as the vLLM plugin opens
     dev.lag = 0.0  # every read lands: the only stale bytes are the ones the allocator left
     try:
         model = MarkovModel(ttsim, dev, MARKOV, max_slots=8)
@@ -41,7 +44,7 @@ def _run(arm: str) -> tuple[dict[int, list[int]], int]:
         # page table, slots; bucket 4's tokens sit at byte 768 and its positions at 832
         residue = torch.zeros(2048, dtype=torch.int32)
         residue[768 // 4: 768 // 4 + 4] = torch.tensor([5, 7, 5, 5])  # tokens a finished request left
-        residue[832 // 4: 832 // 4 + 4] = torch.tensor([JUNK, pos1, JUNK, JUNK])
+        residue[832 // 4: 832 // 4 + 4] = torch.tensor([JUNK, pos1, JUNK, -1])  # row 3: an older batch's gap
         base = ttsim.from_torch(residue, dtype=ttsim.int32, device=dev)
         hole = base.buffer_address()
         ttsim.deallocate(base)

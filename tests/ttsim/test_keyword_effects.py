@@ -262,7 +262,7 @@ def test_queue_and_chip_keywords():
         host = ttsim.from_torch(torch.zeros(32, 32), dtype=ttsim.float32)
         ttsim.copy_device_to_host_tensor(u, host, blocking=True, cq_id=1)
         assert torch.equal(ttsim.to_torch(host), x * 2)
-        with pytest.raises(ttsim.TTFatal, match=r"cq_id=2 is out of range"):
+        with pytest.raises(ttsim.TTFatal, match=r"cq_id 2 is out of range"):
             ttsim.from_device(t, queue_id=2)
     finally:
         ttsim.close_mesh_device(mesh)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from .. import numerics
-from ..device import MeshDevice
+from ..device import MeshDevice, current_cq_id
 from ..tensor import Tensor, _describe
 from ..types import (
     BLOCK_FLOATS,
@@ -61,18 +60,51 @@ def logical(data: torch.Tensor, t: Tensor) -> torch.Tensor:
     return x if x.dtype == torch.float32 else x.to(torch.float32)
 
 
-def storage(x: torch.Tensor, dtype: DataType, layout: Layout) -> torch.Tensor:
-    """Logical results -> storage form of the output (padded with zeros if TILE)."""
+def chip_logical(buf, t: Tensor) -> torch.Tensor:
+    """:func:`logical` of what ``buf`` (one chip's storage of ``t``) holds now, converted once
+    per write instead of once per op: a model's bf16 tables are read by every step.
+
+    The memo is valid while the buffer holds the same data object at the same version
+    (torch bumps ``_version`` on every in-place write: ``copy_``, indexed stores, a trace
+    replay's in-place ops) and nobody wrote into the converted values themselves.
+    Anything else (a new object from an op, a residue decode, trace corruption) misses."""
+    data = buf.chip.contents(buf)
+    if data.is_inference():  # no version counter to invalidate by: convert every time
+        return logical(data, t)
+    memo = buf.__dict__.get("_logical")
+    if (memo is not None and memo[0] is data and memo[1] == data._version and memo[2] == t._shape
+            and memo[3] == t._dtype and memo[4]._version == memo[5]):
+        return memo[4]
+    x = logical(data, t)
+    buf._logical = (data, data._version, t._shape, t._dtype, x, x._version)
+    return x
+
+
+def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+    """Logical results -> storage form of the output (padded with zeros if TILE).
+
+    The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
+    view: a buffer owns its data (another buffer's in-place write must not show here)."""
+    pads = None
     if layout == Layout.TILE:
         padded = tile_padded(tuple(x.shape))
         if tuple(x.shape) != padded:
             pads = []
             for have, want in zip(reversed(x.shape), reversed(padded)):
                 pads += [0, want - have]
-            x = F.pad(x, pads)
+    if dtype in BLOCK_FLOATS:  # a shared exponent spans 16 values of a face row: pad first
+        if pads is not None:
+            x = torch.constant_pad_nd(x, pads, 0)
+        return numerics.quantize(x, dtype).contiguous()
+    # elementwise formats: round the logical values, then pad (zero is exact in every format)
     if dtype == DataType.FLOAT32 and x.dtype == torch.float32:
-        return x.contiguous()
-    return numerics.quantize(x, dtype).contiguous()
+        if pads is None and x._base is None and not any(x is a for a in inputs):
+            return x.contiguous()
+        if pads is None:  # an input (or its memo, see chip_logical) or a view: copy
+            return x.clone(memory_format=torch.contiguous_format)
+    else:
+        x = numerics.quantize(x, dtype)
+    return x.contiguous() if pads is None else torch.constant_pad_nd(x, pads, 0)
 
 
 def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory_config, cq_id) -> Tensor:
@@ -113,7 +145,7 @@ def run_op(
     math: Callable[..., torch.Tensor],
     *,
     memory_config: MemoryConfig | None = None,
-    cq_id: int = 0,
+    cq_id: int | None = None,
     chip_args: Callable[[int], tuple] | None = None,
     reads_output: bool = False,
     pool: Tensor | None = None,
@@ -126,6 +158,7 @@ def run_op(
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
     """
+    cq_id = current_cq_id() if cq_id is None else cq_id
     if output_tensor is not None:
         output_tensor._device.check_cq(cq_id, op)
         out = output_tensor
@@ -139,14 +172,14 @@ def run_op(
 
     def execute():
         for i, ob in enumerate(out_bufs):
-            args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
+            args = [chip_logical(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
             if chip_args is not None:
                 args.extend(chip_args(i))
             if reads_output:
-                args.append(logical(ob.chip.contents(ob), out))
+                args.append(chip_logical(ob, out))
             if pool_bufs is not None:
                 args.append(pool_bufs[i].chip.contents(pool_bufs[i]))
-            ob.data = storage(math(*args), out_dtype, out_layout)
+            ob.data = storage(math(*args), out_dtype, out_layout, args)
 
     writes = out_bufs + (pool_bufs or [])
     device.program_cache.dispatch(op, inputs, [out])
@@ -155,16 +188,17 @@ def run_op(
 
 
 def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Callable[..., None], *,
-                cq_id: int = 0) -> None:
+                cq_id: int | None = None) -> None:
     """Enqueue ``update(target_storage, *logical_inputs, chip_index)`` mutating ``target`` in place."""
     device = target._device
+    cq_id = current_cq_id() if cq_id is None else cq_id
     device.check_cq(cq_id, op)
     tgt_bufs = target._buffers
     in_bufs = [t._buffers for t in inputs]
 
     def execute():
         for i, tb in enumerate(tgt_bufs):
-            args = [logical(bufs[i].chip.contents(bufs[i]), t) for bufs, t in zip(in_bufs, inputs)]
+            args = [chip_logical(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
             update(tb.chip.contents(tb), *args, i)
 
     device.program_cache.dispatch(op, list(inputs), [target])
@@ -180,25 +214,28 @@ def run_collective(
     math: Callable[..., list[torch.Tensor]],
     *,
     memory_config: MemoryConfig | None = None,
-    cq_id: int = 0,
+    cq_id: int | None = None,
 ) -> Tensor:
     """Allocate the output on every chip and enqueue ONE command that sees all chips at once.
 
     ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
+    inputs[0]._device.check_collective(op)
+    cq_id = current_cq_id() if cq_id is None else cq_id
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
 
     def execute():
-        per_input = [[logical(b.chip.contents(b), t) for b in bufs] for bufs, t in zip(in_bufs, inputs)]
+        per_input = [[chip_logical(b, t) for b in bufs] for bufs, t in zip(in_bufs, inputs)]
         results = math(*per_input)
         if len(results) != len(out_bufs):
             raise TTFatal(f"{op}: collective produced {len(results)} shards for {len(out_bufs)} chips")
+        flat = [x for xs in per_input for x in xs]
         for ob, r in zip(out_bufs, results):
-            ob.data = storage(r, out_dtype, out_layout)
+            ob.data = storage(r, out_dtype, out_layout, flat)
 
     device.program_cache.dispatch(op, inputs, [out])
     device.enqueue(cq_id, op, execute, writes=out_bufs)

@@ -70,14 +70,15 @@ def embedding(
     pad = padding_idx
 
     def math(tok, table):
-        idx = tok.reshape(batch, seq).to(torch.int64)
+        idx = tok.reshape(-1).to(torch.int64)
         if ids._dtype == DataType.UINT32:
             idx = idx & 0xFFFFFFFF
-        bad = (idx < 0) | (idx >= vocab)
-        if bool(bad.any()):
-            first = idx[bad][0].item()
+        lo, hi = torch.aminmax(idx) if idx.numel() else (0, 0)
+        if int(lo) < 0 or int(hi) >= vocab:
+            first = idx[(idx < 0) | (idx >= vocab)][0].item()
             raise TTFatal(f"{op}: token id {first} in input_tensor is outside the weight's vocab [0, {vocab})")
-        out = table.reshape(vocab, hidden)[idx]
+        out = table.reshape(vocab, hidden).index_select(0, idx).reshape(batch, seq, hidden)
+        idx = idx.reshape(batch, seq)
         if pad is not None:
             out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         return out

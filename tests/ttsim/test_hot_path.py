@@ -1,0 +1,126 @@
+"""The op hot path's shortcuts keep every semantic: memoised conversions see every write,
+buffers never share storage, fast numeric paths equal the explicit rules, and the junk of
+a non-blocking read is fixed when the read is issued."""
+
+import pytest
+import torch
+
+import ttsim
+from ttsim import numerics
+
+RM = ttsim.ROW_MAJOR_LAYOUT
+
+
+def rm(x, device, dtype):
+    return ttsim.from_torch(x, dtype=dtype, layout=RM, device=device)
+
+
+def table(device, fill):
+    return rm(torch.arange(4 * 32, dtype=torch.float32).reshape(4, 32) + fill, device, ttsim.bfloat16)
+
+
+def lookup(ids, tbl):
+    return ttsim.to_torch(ttsim.embedding(ids, tbl)).float()
+
+
+def test_a_table_read_again_after_an_in_place_copy_shows_the_new_rows(device):
+    ids = rm(torch.tensor([[2, 0]], dtype=torch.int32), device, ttsim.uint32)
+    tbl = table(device, 0.0)
+    first = lookup(ids, tbl)  # converts (and memoises) the table's logical values
+    ttsim.copy(table(device, 100.0), tbl)  # in place: same buffer, same storage object
+    again = lookup(ids, tbl)
+    assert torch.equal(again, first + 100.0)
+
+
+def test_an_int_buffer_read_after_plus_one_shows_the_increment(device):
+    pos = rm(torch.tensor([3, -1, 7, 0], dtype=torch.int32), device, ttsim.int32)
+    before = ttsim.to_torch(ttsim.typecast(pos, ttsim.float32)).tolist()
+    ttsim.plus_one(pos, skip_negative_entries=True)
+    after = ttsim.to_torch(ttsim.typecast(pos, ttsim.float32)).tolist()
+    assert before == [3.0, -1.0, 7.0, 0.0] and after == [4.0, -1.0, 8.0, 1.0]
+
+
+def test_outputs_never_share_storage_with_inputs_or_each_other(device):
+    x = rm(torch.tensor([1.0, 2.0, 3.0]), device, ttsim.bfloat16)
+    a = ttsim.typecast(x, ttsim.float32)  # bf16 -> f32: the memoised conversion must not leak
+    b = ttsim.typecast(x, ttsim.float32)
+    c = ttsim.clone(a)  # f32 -> f32: the math returns its input as is
+    ttsim.copy(rm(torch.tensor([9.0, 9.0, 9.0]), device, ttsim.float32), a)
+    assert ttsim.to_torch(a).tolist() == [9.0, 9.0, 9.0]
+    for t in (b, c):
+        assert ttsim.to_torch(t).tolist() == [1.0, 2.0, 3.0]
+    assert ttsim.to_torch(x).float().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_replicated_tensor_is_incremented_once_per_chip(mesh_device):
+    t = ttsim.from_torch(torch.tensor([1, 5, -1], dtype=torch.int32), dtype=ttsim.int32, layout=RM,
+                         device=mesh_device)
+    ttsim.plus_one(t, skip_negative_entries=True)
+    assert [ttsim.to_torch(s).tolist() for s in ttsim.get_device_tensors(t)] == [[2, 6, -1]] * 2
+
+
+@pytest.mark.parametrize("src", [torch.int64, torch.int32])
+def test_int_quantize_fast_paths_wrap_like_the_explicit_rule(src):
+    values = [0, 1, -1, 2**31 - 1, 2**31, 2**32 - 1, 2**32 + 5, -(2**31), -(2**31) - 1, 2**62 + 3, -(2**63), 2**63 - 1]
+    x = torch.tensor(values, dtype=torch.int64)
+    if src == torch.int32:
+        x = ((x & 0xFFFFFFFF) - ((x & 0x80000000) << 1)).to(torch.int32)
+    explicit = [((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000 for v in x.tolist()]
+    for dtype in (ttsim.int32, ttsim.uint32):
+        out = numerics.quantize(x, dtype)
+        assert out.dtype == torch.int32 and out.tolist() == explicit
+        assert out.data_ptr() != x.data_ptr()  # a copy, never the caller's tensor
+
+
+def bits(t: torch.Tensor) -> list[int]:
+    return [v & 0xFFFF for v in t.view(torch.int16).tolist()]
+
+
+def test_bf16_conversion_canonicalises_nan_but_leaves_infinities_alone():
+    inf = float("inf")
+    # inf + -inf sums to NaN: the quick check must fall through to the exact one
+    assert bits(numerics.to_bfloat16(torch.tensor([inf, -inf, 1.0]))) == [0x7F80, 0xFF80, 0x3F80]
+    neg_nan = torch.tensor([0xFFC00001], dtype=torch.int64).to(torch.int32).view(torch.float32)
+    x = torch.cat([torch.tensor([2.0]), neg_nan, torch.tensor([float("nan"), -inf])])
+    assert bits(numerics.to_bfloat16(x)) == [0x4000, 0x7FC0, 0x7FC0, 0xFF80]
+
+
+def _early_read(extra_commands: int) -> list[int]:
+    ttsim.set_seed(77)
+    dev = ttsim.open_mesh_device(ttsim.MeshShape(1, 1))
+    try:
+        dev.lag = 1.0  # the device never catches up by itself: the read stays pending
+        x = rm(torch.arange(8, dtype=torch.int32), dev, ttsim.int32)
+        host = x.cpu(blocking=False)
+        for _ in range(extra_commands):
+            ttsim.plus_one(x)
+        assert host._pending is not None and not host._pending.done
+        return ttsim.to_torch(host).tolist()  # consumed before the read landed: junk
+    finally:
+        ttsim.close_mesh_device(dev)
+
+
+def test_an_early_consumed_read_shows_junk_fixed_when_the_read_was_issued():
+    junk = _early_read(0)
+    assert junk != list(range(8))
+    assert _early_read(5) == junk  # later commands do not change what that host buffer held
+
+
+def test_a_tile_tensor_read_after_an_in_place_copy_shows_the_new_values(device):
+    tile = ttsim.TILE_LAYOUT
+    x = ttsim.from_torch(torch.ones(3, 5), dtype=ttsim.bfloat16, layout=tile, device=device)
+    assert ttsim.to_torch(ttsim.add(x, x)).float().unique().tolist() == [2.0]
+    ttsim.copy(ttsim.from_torch(torch.full((3, 5), 4.0), dtype=ttsim.bfloat16, layout=tile, device=device), x)
+    assert ttsim.to_torch(ttsim.add(x, x)).float().unique().tolist() == [8.0]
+
+
+def test_the_memo_is_not_served_once_its_values_were_written_into(device):
+    from ttsim.ops.base import chip_logical
+
+    x = ttsim.from_torch(torch.tensor([1.0, 2.0]), dtype=ttsim.bfloat16, layout=RM, device=device)
+    buf = x._buffers[0]
+    ttsim.synchronize_device(device)
+    first = chip_logical(buf, x)
+    assert chip_logical(buf, x) is first  # converted once
+    first.add_(5.0)  # a math that wrongly writes into its input
+    assert chip_logical(buf, x).tolist() == [1.0, 2.0]

@@ -1,0 +1,133 @@
+"""The fabric: ttnn.set_fabric_config / get_fabric_config and their enums (ttnn._ttnn.fabric).
+
+On a card the fabric is process-wide state that ``open_mesh_device`` reads to bring up the
+ethernet routers; collectives need it. ttsim keeps the same state and the same rules, with
+tt-metal's words (found in the 0.81.1 libtt_metal.so and tt-metal's source):
+
+- changing from one enabled config to another without DISABLED in between is a TT_FATAL
+  (``MetalEnvImpl::set_fabric_config``; checked against the real package by conformance);
+- enabling a fabric while devices are open is a TT_FATAL;
+- a 1-chip mesh cannot open with a fabric enabled (checked by ``api.open_*``);
+- a collective on a multi-chip mesh opened without a fabric, or whose fabric was torn down
+  since, is a TT_FATAL (``ControlPlane::get_fabric_context``; checked by ``ops.base.run_collective``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .types import TTFatal
+
+
+class _Enum(enum.Enum):
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    __str__ = __repr__
+
+
+class FabricConfig(_Enum):
+    DISABLED = 0
+    FABRIC_1D_NEIGHBOR_EXCHANGE = 1
+    FABRIC_1D = 2
+    FABRIC_1D_RING = 3
+    FABRIC_2D = 4
+    FABRIC_2D_TORUS_X = 5
+    FABRIC_2D_TORUS_Y = 6
+    FABRIC_2D_TORUS_XY = 7
+    CUSTOM = 8
+
+
+class FabricReliabilityMode(_Enum):
+    STRICT_INIT = 0
+    RELAXED_INIT = 1
+    DYNAMIC_RECONFIG = 2
+
+
+class FabricTensixConfig(_Enum):
+    DISABLED = 0
+    MUX = 1
+
+
+class FabricUDMMode(_Enum):
+    DISABLED = 0
+    ENABLED = 1
+
+
+class FabricManagerMode(_Enum):
+    ENABLED = 0
+    INIT_FABRIC = 1
+    TERMINATE_FABRIC = 2
+    DEFAULT = 3
+
+
+class FabricRouterConfig:
+    """ttnn.FabricRouterConfig: router overrides (accepted, not modelled)."""
+
+    def __init__(self):
+        self.max_packet_payload_size_bytes = None
+
+    def __repr__(self) -> str:  # the real object's repr, without its address
+        return "<ttnn._ttnn.fabric.FabricRouterConfig object>"
+
+
+_config = FabricConfig.DISABLED
+
+
+def get_fabric_config() -> FabricConfig:
+    return _config
+
+
+def set_fabric_config(
+    config: FabricConfig,
+    reliability_mode: FabricReliabilityMode = FabricReliabilityMode.STRICT_INIT,
+    num_planes: int | None = None,
+    fabric_tensix_config: FabricTensixConfig = FabricTensixConfig.DISABLED,
+    fabric_udm_mode: FabricUDMMode = FabricUDMMode.DISABLED,
+    fabric_manager_mode: FabricManagerMode = FabricManagerMode.DEFAULT,
+    router_config: FabricRouterConfig = FabricRouterConfig(),
+) -> None:
+    """Set the process-wide fabric config; call it BEFORE ``open_mesh_device`` (tt-metal's rule)."""
+    global _config
+    if not isinstance(config, FabricConfig):
+        raise TypeError(f"set_fabric_config(): config must be a ttnn.FabricConfig, got {config!r}")
+    if config == FabricConfig.DISABLED or _config == FabricConfig.DISABLED:
+        if config != FabricConfig.DISABLED and config != _config:
+            _refuse_while_open(config)
+        _config = config
+    elif config != _config:
+        raise TTFatal(f"Tried to override previous value of fabric config: {_config.name}, with: {config.name}")
+
+
+def _refuse_while_open(config: FabricConfig) -> None:
+    from .api import open_devices  # api imports this module
+
+    if open_devices():
+        raise TTFatal(
+            f"SetFabricConfig({config.name}) is not allowed while devices are still open: it would reinitialize "
+            "the control plane underneath running fabric kernels and dangle the ControlPlane& held by the fabric "
+            "firmware initializer. Close the mesh device before changing the fabric config to a non-DISABLED value."
+            f" (open: {', '.join(repr(d) for d in open_devices())})"
+        )
+
+
+def check_open(n_chips: int, what: str) -> FabricConfig:
+    """The fabric a mesh of ``n_chips`` opens with; a 1-chip mesh cannot open with one enabled."""
+    if n_chips < 2 and _config != FabricConfig.DISABLED:
+        raise TTFatal(
+            f"{what}: Fabric config {_config.name} requires at least 2 participating chips, but the opened mesh has "
+            f"{n_chips} local device(s) on a single host. Either open a larger mesh (e.g. a MeshShape with >= 2 "
+            "devices) or call SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh."
+        )
+    return _config
+
+
+def check_collective(device, op: str) -> None:
+    """A collective across chips needs the fabric the mesh opened with, still up."""
+    if device.get_num_devices() < 2:
+        return
+    if device.fabric_config == FabricConfig.DISABLED or _config == FabricConfig.DISABLED:
+        why = ("it opened with FabricConfig.DISABLED: call ttnn.set_fabric_config(ttnn.FabricConfig.FABRIC_1D) "
+               "before open_mesh_device" if device.fabric_config == FabricConfig.DISABLED
+               else "the fabric was set to DISABLED while it was open")
+        raise TTFatal(f"Trying to get un-initialized fabric context ({op} on {device!r}: {why})")
