@@ -24,12 +24,16 @@ from .api import (
 )
 from .device import Event as MeshEvent
 from .fabric import (
+    DispatchCoreAxis,
+    DispatchCoreConfig,
+    DispatchCoreType,
     FabricConfig,
     FabricManagerMode,
     FabricReliabilityMode,
     FabricRouterConfig,
     FabricTensixConfig,
     FabricUDMMode,
+    get_arch_name,
     get_fabric_config,
     set_fabric_config,
 )

@@ -1,4 +1,5 @@
-"""The fabric: ttnn.set_fabric_config / get_fabric_config and their enums (ttnn._ttnn.fabric).
+"""The fabric: ttnn.set_fabric_config / get_fabric_config and their enums (ttnn._ttnn.fabric),
+plus the dispatch-core config and arch name real ttnn takes before a mesh opens.
 
 On a card the fabric is process-wide state that ``open_mesh_device`` reads to bring up the
 ethernet routers; collectives need it. ttsim keeps the same state and the same rules, with
@@ -131,3 +132,42 @@ def check_collective(device, op: str) -> None:
                "before open_mesh_device" if device.fabric_config == FabricConfig.DISABLED
                else "the fabric was set to DISABLED while it was open")
         raise TTFatal(f"Trying to get un-initialized fabric context ({op} on {device!r}: {why})")
+
+
+class DispatchCoreType(_Enum):
+    WORKER = 0
+    ETH = 1
+
+
+class DispatchCoreAxis(_Enum):
+    ROW = 0
+    COL = 1
+
+
+class DispatchCoreConfig:
+    """Which cores run dispatch. Defaults resolve as the real one does on a P150 cluster."""
+
+    def __init__(self, type=None, axis=None, fabric_tensix_config=None):  # noqa: A002 - ttnn's names
+        if type is not None and not isinstance(type, DispatchCoreType):
+            raise TTFatal(f"DispatchCoreConfig: type must be a DispatchCoreType, got {type!r}")
+        if axis is not None and not isinstance(axis, DispatchCoreAxis):
+            raise TTFatal(f"DispatchCoreConfig: axis must be a DispatchCoreAxis, got {axis!r}")
+        if axis is DispatchCoreAxis.ROW and fabric_tensix_config is not FabricTensixConfig.MUX:
+            # the real text (ttnn/core/device.cpp create_cluster_aware_dispatch_config, 0.81.1)
+            raise TTFatal("ROW dispatch core axis is not supported for blackhole arch unless fabric tensix MUX "
+                          "is enabled")
+        self.type = DispatchCoreType.WORKER if type is None else type
+        self.axis = DispatchCoreAxis.COL if axis is None else axis
+
+    def __repr__(self) -> str:
+        return f"DispatchCoreConfig(type={self.type}, axis={self.axis})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DispatchCoreConfig) and (self.type, self.axis) == (other.type, other.axis)
+
+    __hash__ = None
+
+
+def get_arch_name() -> str:
+    """The simulated chips are Blackhole (p150a)."""
+    return "blackhole"

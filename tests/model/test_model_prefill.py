@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from fixtures import backend
+from hil import devices
 from model.config import TINY
 from model.pcc import comp_pcc
 from model.reference import ReferenceSession
@@ -16,7 +16,7 @@ from model_helpers import build, pages, prompt, weights_for
 
 @pytest.mark.parametrize("streaming", ["1", "0"], ids=["streaming", "legacy"])
 @pytest.mark.parametrize("mesh_device", [1, 2], indirect=True, ids=["tp1", "tp2"])
-def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, streaming):
+def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, streaming, record_property):
     """Last-token logits PCC >= 0.99 (bf16) for a one-chunk and a three-chunk prompt."""
     monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
     model = build(ttnn, mesh_device, TINY)
@@ -27,6 +27,7 @@ def test_prefill_matches_float64_reference(ttnn, mesh_device, monkeypatch, strea
         want = ReferenceSession(TINY, weights_for(TINY)).prefill(toks)[-1]
         assert got.shape == (TINY.vocab_size,) and got.dtype == torch.float32
         ok, pcc = comp_pcc(want, got, 0.99)
+        record_property(f"pcc_{n}", float(pcc))  # into the --hil session record
         assert ok, f"n={n}: PCC {pcc} < 0.99"
         assert int(got.argmax()) == int(want.argmax())
 
@@ -50,18 +51,18 @@ def test_chunked_prefill_equals_one_shot(ttnn, mesh_device):
     assert ok, f"continued vs chunked PCC {pcc}"
 
 
-def test_tp2_equals_tp1(ttnn, hil):
+def test_tp2_equals_tp1(ttnn):
     """The same prompt on a 1x1 and on a 1x2 mesh: PCC >= 0.999, same argmax."""
     toks = prompt(200, offset=3)
     out = {}
     for n in (1, 2):
-        dev = backend.open_mesh(ttnn, hil, n, {})  # the 1x2 mesh opens with its fabric, as on cards
+        opened = devices.open_mesh(ttnn, ttnn.MeshShape(1, n))  # fabric for 1x2, as the fixtures do
         try:
-            model = build(ttnn, dev, TINY)
+            model = build(ttnn, opened.mesh, TINY)
             assert model.tp == n
             out[n] = model.prefill(toks, slot=2, page_table_row=pages(TINY, 2))
         finally:
-            backend.close(ttnn, dev)
+            devices.close(ttnn, opened)
     ok, pcc = comp_pcc(out[1], out[2], 0.999)
     assert ok, f"TP=2 vs TP=1 PCC {pcc}"
     assert int(out[1].argmax()) == int(out[2].argmax())

@@ -7,8 +7,6 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.needs_fault_injection
-
 
 def _cli(*args, env=None, check=False, runs_dir=None):
     env = {**os.environ, **(env or {})}
@@ -36,6 +34,7 @@ def test_bad_input_exits_2_with_a_clear_message(args, message):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.needs_fault_injection
 def test_arms_json_is_identical_across_processes_and_hash_seeds(tmp_path):
     paths = []
     for i, hashseed in enumerate(("1", "77")):
@@ -51,6 +50,7 @@ def test_arms_json_is_identical_across_processes_and_hash_seeds(tmp_path):
         assert summary["runs"] == 6 and summary["requests"] == 6 * 32
 
 
+@pytest.mark.needs_fault_injection
 def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed():
     out = _cli("replay", "--arm", "control", "--seed", "29")
     assert out.returncode == 1

@@ -1,23 +1,20 @@
-"""The serving path with the Qwen3.6-style TINY model (not the sweep model)."""
-
-import pytest
+"""The serving path with the Qwen3.6-style TINY model (not the sweep model), on the session's
+backend: no ttsim knob decides the outcome, so these run on cards too (--hil)."""
 
 from fixtures import scenario
 from fixtures.workloads import FaultKnobs, stage3
 
-pytestmark = pytest.mark.needs_fault_injection
 
-
-def test_batch_invariance_each_request_in_a_full_batch_equals_it_alone():
+def test_batch_invariance_each_request_in_a_full_batch_equals_it_alone(ttnn):
     """8 requests at concurrency 8 share every decode batch; each must produce exactly the
     tokens it produces alone (serial, fresh device) -- batch invariance of the whole path."""
     knobs = FaultKnobs(readback_lag=0.5)
     workload = stage3(5, n_requests=8, concurrency=8, knobs=knobs, max_prompt=48, max_tokens=6)
-    expected = scenario.serial_answers(workload, 5, model="tiny")
-    result = scenario.run_scenario(workload, "all", 5, expected=expected, model="tiny")
+    expected = scenario.serial_answers(workload, 5, model="tiny", backend=ttnn)
+    result = scenario.run_scenario(workload, "all", 5, expected=expected, model="tiny", backend=ttnn)
     assert result.failed == [], [(v.request_id, v.expected, v.got) for v in result.failed]
 
 
-def test_sweep_model_serial_answer_equals_its_host_formula():
+def test_sweep_model_serial_answer_equals_its_host_formula(ttnn):
     workload = stage3(3, n_requests=4)
-    assert scenario.serial_answers(workload, 3) == scenario.serial_answers(workload, 3, on_device=True)
+    assert scenario.serial_answers(workload, 3) == scenario.serial_answers(workload, 3, on_device=True, backend=ttnn)

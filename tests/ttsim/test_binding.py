@@ -154,7 +154,7 @@ def recording(real):
     mp = pytest.MonkeyPatch()
     try:
         _record_methods(mp, rec, real)
-        system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, ttnn=proxy)
+        system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, backend=proxy)
         try:
             gen = system.generator(ARMS["all"])
             rows = torch.zeros(2, system.max_pages, dtype=torch.int32)
@@ -175,7 +175,7 @@ def recording(real):
         workload = stage3(9, n_requests=3, concurrency=3, knobs=FaultKnobs(), max_prompt=24, min_tokens=3,
                           max_tokens=4)
         result = scenario.run_scenario(workload, "all", 9, expected={r.request_id: [] for r in workload.requests},
-                                       model="tiny", mesh_cols=2, ttnn=proxy)
+                                       model="tiny", mesh_cols=2, backend=proxy)
         assert [len(v.got) for v in result.verdicts] == [r.max_tokens for r in workload.requests]
     finally:
         mp.undo()
@@ -205,7 +205,7 @@ def test_a_planted_bad_keyword_or_extra_positional_is_caught(real, monkeypatch):
     add, all_reduce = ttsim.add, ttsim.all_reduce
     monkeypatch.setattr(ttsim, "add", lambda a, b, *, fused_bias=None, **kw: add(a, b, **kw))
     monkeypatch.setattr(ttsim, "all_reduce", lambda x, _axis=None, **kw: all_reduce(x, **kw))
-    system = scenario.System(7, FaultKnobs(), model="markov", mesh_cols=2, ttnn=proxy)
+    system = scenario.System(7, FaultKnobs(), model="markov", mesh_cols=2, backend=proxy)
     try:
         x = proxy.from_torch(torch.ones(1, 1, 32, 32), dtype=proxy.bfloat16, layout=proxy.TILE_LAYOUT,
                              device=system.mesh, mesh_mapper=proxy.ReplicateTensorToMesh(system.mesh))

@@ -1,0 +1,83 @@
+"""The JSONL record of a hardware session: host, cards, ttnn version, git sha, per-test outcomes, PCCs.
+
+One line per ``--hil`` session is appended to ``$TTSIM_RUNS_DIR/hil-sessions.jsonl`` (default
+``bench/runs/``, git-ignored). While the session runs, the record-in-progress is kept in a
+``.partial.json`` beside it after every test, so a session the watchdog has to kill still
+leaves its line (``aborted`` says why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "hil-sessions.jsonl"
+
+
+def runs_dir() -> Path:
+    return Path(os.environ.get("TTSIM_RUNS_DIR") or ROOT / "bench" / "runs")
+
+
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True,
+                             timeout=10)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class SessionRecord:
+    def __init__(self, header: dict, directory: Path | None = None):
+        self.dir = Path(directory or runs_dir())
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / NAME
+        self.partial = self.dir / f"hil-session-{os.getpid()}.partial.json"
+        self.data = {"host": socket.gethostname(), "git_sha": git_sha(), "started": _now(), **header, "tests": []}
+        self._flush()
+
+    def add(self, nodeid: str, outcome: str, duration: float, pcc: dict | None = None,
+            message: str | None = None) -> None:
+        entry = {"nodeid": nodeid, "outcome": outcome, "duration_s": round(duration, 3)}
+        if pcc:
+            entry["pcc"] = pcc
+        if message:
+            entry["message"] = message
+        self.data["tests"].append(entry)
+        self._flush()
+
+    def _flush(self) -> None:
+        tmp = self.partial.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, sort_keys=True))
+        os.replace(tmp, self.partial)
+
+    def finish(self, exitstatus: int, **extra) -> Path:
+        self.data.update(extra, exitstatus=int(exitstatus), finished=_now())
+        return _append(self.path, self.data, self.partial)
+
+
+def finish_partial(partial: Path, aborted: str) -> Path | None:
+    """Append a killed session's record (what it had so far, plus why it stopped)."""
+    partial = Path(partial)
+    try:
+        data = json.loads(partial.read_text())
+    except (OSError, ValueError):
+        return None
+    data.update(aborted=aborted, finished=_now())
+    return _append(partial.parent / NAME, data, partial)
+
+
+def _append(path: Path, data: dict, partial: Path) -> Path:
+    with path.open("a") as f:
+        f.write(json.dumps(data, sort_keys=True) + "\n")
+    partial.unlink(missing_ok=True)
+    return path

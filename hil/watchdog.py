@@ -1,0 +1,103 @@
+"""A per-test watchdog in its own process (``--hil-timeout``), as tt-metal's conftest keeps one.
+
+A test hung inside the runtime may hold the GIL, so no thread of the test process can act: the
+watchdog is a separate process fed ``arm <seconds> <nodeid>`` / ``cancel`` lines on its stdin. When
+an armed deadline passes it prints one line naming the test and the timeout, closes the
+session record (if it was given one) and SIGKILLs the test process. Under xdist that is the
+worker, which xdist reports as crashed while running that test and replaces. When its stdin
+closes (the test process ended) it exits.
+
+    python -m hil.watchdog <pid> [<partial-record-path>]
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from . import record
+
+
+class Watchdog:
+    """The test process's handle on its watchdog process."""
+
+    def __init__(self, timeout: float, partial_record: str | None = None, target_pid: int | None = None):
+        if timeout <= 0:
+            raise ValueError(f"--hil-timeout must be > 0 seconds, got {timeout:g}")
+        self.timeout = timeout
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        args = [sys.executable, "-m", "hil.watchdog", str(target_pid or os.getpid())]
+        if partial_record:
+            args.append(str(partial_record))
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, text=True, env=env)
+
+    def _send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def arm(self, nodeid: str) -> None:
+        self._send(f"arm {self.timeout!r} {nodeid}")
+
+    def cancel(self) -> None:
+        self._send("cancel")
+
+    def stop(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr) -> int:
+    deadline = None
+    nodeid = timeout = None
+    buf = ""
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([stdin], [], [], wait)
+        if ready:
+            chunk = os.read(stdin.fileno(), 4096).decode()
+            if not chunk:
+                return 0  # the test process closed the pipe or died
+            buf += chunk
+            while "\n" in buf:
+                line, buf = buf.split("\n", 1)
+                cmd, _, rest = line.partition(" ")
+                if cmd == "arm":
+                    t, _, nodeid = rest.partition(" ")
+                    timeout = float(t)
+                    deadline = time.monotonic() + timeout
+                elif cmd == "cancel":
+                    deadline = None
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            reason = f"{nodeid} did not finish within --hil-timeout={timeout:g} s"
+            stderr.write(f"\nhil watchdog: {reason}; killing the test process (pid {pid}). The cards may need a "
+                         f"reset: rerun with --hil-reset, or `tt-smi -r <ids>`.\n")
+            stderr.flush()
+            if partial:
+                record.finish_partial(partial, f"watchdog: {reason}")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return 3
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(run(int(sys.argv[1]), sys.argv[2] if len(sys.argv) == 3 else None))
