@@ -80,6 +80,8 @@ from .types import (
     bfloat16,
     float32,
     int32,
+    uint8,
+    uint16,
     uint32,
 )
 from .ops.data_movement import to_layout, typecast
@@ -124,7 +126,71 @@ from .ops.shape import (
     transpose,
     unsqueeze,
 )
-from . import experimental, transformer
+from .creation import DumpTensorMode, as_tensor
+from .grid import CoreGrid
+from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig
+from .ops.kv_cache import fill_cache, update_cache
+from .ops.activation import UnaryOpType, UnaryWithParam
+from .ops.eltwise_more import (
+    abs,
+    add_,
+    atan,
+    ceil,
+    celu,
+    clamp,
+    clip,
+    cos,
+    cosh,
+    div,
+    elu,
+    erf,
+    erfc,
+    exp2,
+    expm1,
+    floor,
+    ge,
+    gelu,
+    gt,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    isnan,
+    le,
+    leaky_relu,
+    log1p,
+    logical_not,
+    lt,
+    minimum,
+    mish,
+    mul,
+    mul_,
+    pow,
+    rdiv,
+    relu6,
+    rsub,
+    selu,
+    sign,
+    sin,
+    sinh,
+    softsign,
+    squared_difference,
+    sub,
+    sub_,
+    threshold,
+    where,
+)
+from .ops.softmax_more import scale_mask_softmax, scale_mask_softmax_in_place, softmax_in_place
+from .ops.layout_ops import (
+    Tile,
+    is_tensor_storage_on_device,
+    tilize,
+    tilize_with_val_padding,
+    tilize_with_zero_padding,
+    to_memory_config,
+    untilize,
+    untilize_with_unpadding,
+)
+from . import experimental, tensor_ops, transformer  # noqa: F401 - tensor_ops attaches Tensor's operators
 from .ops.attention import SDPAProgramConfig
 
 Device = MeshDevice

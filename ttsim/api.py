@@ -100,6 +100,8 @@ def open_mesh_device(
     if not isinstance(mesh_shape, MeshShape):
         raise TTFatal(f"open_mesh_device: mesh_shape must be a MeshShape, got {mesh_shape!r}")
     _check_sizes("open_mesh_device", l1_small_size, trace_region_size, num_command_queues)
+    if offset is not None:
+        raise TTFatal(f"open_mesh_device: offset={offset!r} is not modelled by ttsim; pass physical_device_ids")
     n = mesh_shape.mesh_size()
     available = GetNumAvailableDevices()
     if not physical_device_ids:

@@ -22,7 +22,9 @@ from typing import Callable
 
 from . import numerics
 from .fabric import FabricConfig, check_collective
+from .grid import CoreGrid
 from .memory import ALIGNMENT, DRAM_SIZE, L1_SIZE, Buffer, Region
+from .program_cache import ProgramCache
 from .seed import derive, get_seed, stream
 from .types import BufferType, CoreCoord, DataType, Layout, MeshShape, TraceAllocationWarning, TTFatal
 
@@ -173,7 +175,7 @@ class MeshDevice:
         self._capturing: Trace | None = None
         self._trace_ids = itertools.count()
         self.closed = False
-        self.program_cache_enabled = True
+        self.program_cache = ProgramCache()
         self.stats = {"commands": 0, "stale_host_reads": 0, "trace_corruptions": 0}
 
     # -- identity, as ttnn exposes it ------------------------------------------
@@ -199,11 +201,29 @@ class MeshDevice:
     def dram_grid_size(self) -> CoreCoord:
         return CoreCoord(8, 1)
 
+    @property
+    def core_grid(self) -> CoreGrid:
+        """The compute grid as a CoreGrid (Blackhole p150a: 13 x 10 worker cores)."""
+        size = self.compute_with_storage_grid_size()
+        return CoreGrid(x=size.x, y=size.y)
+
+    @property
+    def program_cache_enabled(self) -> bool:
+        return self.program_cache.enabled
+
     def enable_program_cache(self) -> None:
-        self.program_cache_enabled = True
+        self.program_cache.enabled = True
 
     def disable_and_clear_program_cache(self) -> None:
-        self.program_cache_enabled = False
+        self.program_cache.enabled = False
+        self.program_cache.clear()
+
+    def clear_program_cache(self) -> None:
+        self.program_cache.clear()
+
+    def num_program_cache_entries(self) -> int:
+        """Distinct programs compiled since the cache was last cleared (ttsim/program_cache.py)."""
+        return len(self.program_cache)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -462,11 +482,18 @@ class MeshDevice:
 
     # -- lifetime ---------------------------------------------------------------------
     def close(self) -> None:
+        """Drain the queues, then release the device even if a queued command fails (the
+        failure is re-raised after release, so one bad op cannot keep the chips claimed)."""
         if self.closed:
             return
-        self.finish()
-        self._traces.clear()
-        self.closed = True
+        try:
+            self.finish()
+        finally:
+            for queue in self._queues:
+                queue.clear()
+            self._traces.clear()
+            self._capturing = None
+            self.closed = True
 
 
 def digest_state(devices: list[MeshDevice]) -> str:

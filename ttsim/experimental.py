@@ -10,10 +10,12 @@ from .ops.rotary import rotary_embedding, rotary_embedding_hf, rotary_embedding_
 
 # -- paged KV cache ops (ttsim/ops/attention.py) -------------------------------------------
 from .ops.attention import paged_fill_cache, paged_update_cache
+from .ops.layout_ops import view
 
 __all__ = [
     "paged_fill_cache",
     "paged_update_cache",
+    "view",
     "rotary_embedding",
     "rotary_embedding_hf",
     "rotary_embedding_llama",

@@ -38,7 +38,10 @@ TORCH_STORAGE = {
     DataType.BFLOAT4_B: torch.float32,
     DataType.UINT32: torch.int32,
     DataType.INT32: torch.int32,
+    DataType.UINT16: torch.uint16,
+    DataType.UINT8: torch.uint8,
 }
+_SMALL_UNSIGNED = {DataType.UINT16: 16, DataType.UINT8: 8}
 
 
 def _bits(x: torch.Tensor) -> torch.Tensor:
@@ -122,6 +125,31 @@ def _is_nan(v: float) -> bool:
     return v != v
 
 
+#: elements per chunk of a block-float conversion: bfp_pack/unpack need ~70 bytes of int64 and
+#: float64 temporaries per element, so converting chunk by chunk bounds them to a few MB and
+#: the whole conversion needs only its float32 output (bench/bench_bfp_memory.py measures it)
+BFP_CHUNK_ELEMENTS = 1 << 16
+
+
+def _bfp_quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
+    width = x.shape[-1] if x.dim() else 1
+    flat = x.reshape(-1, width)
+    out = torch.empty(flat.shape, dtype=torch.float32)
+    rows = max(1, BFP_CHUNK_ELEMENTS // max(width, 1))
+    # One intra-op thread: a chunk is ~30 small elementwise ops, and on a busy box every OpenMP
+    # barrier waits for a descheduled thread (the same reason as ttsim/kernels/attention.py).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i in range(0, flat.shape[0], rows):
+            shared, codes = bfp_pack(flat[i:i + rows].to(torch.float32), dtype)
+            out[i:i + rows] = bfp_unpack(shared, codes, dtype)
+            del shared, codes
+    finally:
+        torch.set_num_threads(threads)
+    return out.reshape(x.shape)
+
+
 def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     """Round float/int data to what ``dtype`` stores, in its storage form."""
     if dtype == DataType.BFLOAT16:
@@ -129,8 +157,7 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     if dtype == DataType.FLOAT32:
         return x.to(torch.float32)
     if dtype in BLOCK_FLOATS:
-        shared, codes = bfp_pack(x.to(torch.float32), dtype)
-        return bfp_unpack(shared, codes, dtype)
+        return _bfp_quantize(x, dtype)
     if dtype in (DataType.UINT32, DataType.INT32):
         # int32 bit patterns are already stored; int64 -> int32 keeps the low 32 bits (two's
         # complement wrap, checked against the explicit wrap below by tests/ttsim/test_numerics.py)
@@ -141,6 +168,13 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
         v = (x.to(torch.float64).trunc() if x.is_floating_point() else x).to(torch.int64)
         v = v & 0xFFFFFFFF  # two's complement wrap, as a static_cast to 32 bits does
         return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
+    if dtype in _SMALL_UNSIGNED:
+        bits = _SMALL_UNSIGNED[dtype]
+        if x.is_floating_point():  # ttnn's host float conversion truncates and clamps
+            v = x.to(torch.float64).trunc().clamp(0, 2**bits - 1).to(torch.int64)
+        else:  # integers wrap, as ttnn 0.81.1 measured: int64 70000 -> uint16 4464, -3 -> 65533
+            v = x.to(torch.int64) & (2**bits - 1)
+        return v.to(TORCH_STORAGE[dtype])
     raise NotImplementedError(f"ttsim does not model dtype {dtype!r}")
 
 

@@ -22,10 +22,18 @@ from .types import (
     tile_padded,
 )
 
+#: dtype inference of ttnn 0.81.1's host constructor (measured with numpy inputs: int16 -> UINT16,
+#: int64 -> UINT32, bool -> UINT8; float64 crashes the real one, so ttsim refuses it)
 _FROM_TORCH_DTYPE = {
     torch.bfloat16: DataType.BFLOAT16,
     torch.float32: DataType.FLOAT32,
     torch.int32: DataType.INT32,
+    torch.uint8: DataType.UINT8,
+    torch.bool: DataType.UINT8,
+    torch.uint16: DataType.UINT16,
+    torch.int16: DataType.UINT16,
+    torch.uint32: DataType.UINT32,
+    torch.int64: DataType.UINT32,
 }
 _TO_TORCH_DTYPE = {
     DataType.BFLOAT16: torch.bfloat16,
@@ -34,6 +42,8 @@ _TO_TORCH_DTYPE = {
     DataType.BFLOAT4_B: torch.float32,
     DataType.UINT32: torch.int32,
     DataType.INT32: torch.int32,
+    DataType.UINT16: torch.uint16,
+    DataType.UINT8: torch.uint8,
 }
 
 
@@ -43,10 +53,49 @@ def _describe(t: "Tensor") -> str:
 
 
 class Tensor:
-    """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers)."""
+    """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers).
 
-    def __init__(self, shape, dtype: DataType, layout: Layout, *, host=None, device=None, buffers=None,
-                 memory_config: MemoryConfig | None = None):
+    The constructor is ttnn's: ``Tensor(tensor_like, data_type=None, device=None, layout=None,
+    mem_config=None, ...)`` (a torch tensor or numpy array, as ``from_torch``), the data
+    overloads ``Tensor(data, shape, data_type, layout[, device[, memory_config]][, tile,
+    pad_value])`` (a flat list of floats or ints), and ``Tensor(other_tensor)`` (a copy).
+    ttsim's own code builds tensors with :meth:`_make`.
+    """
+
+    def __init__(self, tensor, data_type=None, device=None, layout=None, mem_config=None, tile=None, cq_id=None,
+                 pad_value=None, mesh_mapper=None, preserve_nan_values=False, col_tilize=False,
+                 enable_bfloat_opt=False):
+        if isinstance(tensor, Tensor):  # Tensor(arg: Tensor): a copy of a host tensor / a new view
+            if data_type is not None or device is not None:
+                raise TTFatal("Tensor(tensor): the copy constructor takes only the tensor")
+            src = tensor
+        elif isinstance(tensor, (list, tuple)) and isinstance(data_type, (list, tuple, Shape)):
+            src = _from_data("Tensor", tensor, data_type, device, layout, mem_config, tile, cq_id, pad_value)
+        else:
+            if not isinstance(tensor, torch.Tensor):
+                try:
+                    import numpy as np
+
+                    if isinstance(tensor, np.ndarray):
+                        tensor = torch.from_numpy(np.ascontiguousarray(tensor))
+                except ImportError:  # pragma: no cover - numpy ships with torch
+                    pass
+            if not isinstance(tensor, torch.Tensor):
+                raise TTFatal(
+                    f"Tensor: expected a torch tensor / numpy array, a flat data list with a shape, or a Tensor; "
+                    f"got {type(tensor).__name__}")
+            src = from_torch(tensor, data_type, tile=tile, pad_value=pad_value, layout=layout, device=device,
+                             memory_config=mem_config, mesh_mapper=mesh_mapper, cq_id=cq_id,
+                             preserve_nan_values=preserve_nan_values, col_tilize=col_tilize,
+                             enable_bfloat_opt=enable_bfloat_opt)
+        self.__dict__.update(src.__dict__)
+        if src is tensor and self._host is not None:
+            self._host = [h.clone() for h in self._host]
+
+    @classmethod
+    def _make(cls, shape, dtype: DataType, layout: Layout, *, host=None, device=None, buffers=None,
+              memory_config: MemoryConfig | None = None) -> "Tensor":
+        self = object.__new__(cls)
         self._shape = Shape(shape)
         self._dtype = dtype
         self._layout = layout
@@ -57,6 +106,7 @@ class Tensor:
         self._buffers: list[Buffer] | None = buffers
         self._memory_config = memory_config
         self._pending: Command | None = None  # a non-blocking read still filling this host tensor
+        return self
 
     # -- properties ttnn exposes -----------------------------------------------------
     @property
@@ -117,6 +167,9 @@ class Tensor:
         return v
 
     def cpu(self, blocking: bool = True, cq_id: int | None = None) -> "Tensor":
+        """The host copy of a device tensor; a host tensor is returned as it is (as ttnn)."""
+        if self._device is None:
+            return self
         return from_device(self, blocking=blocking, queue_id=cq_id)
 
     def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
@@ -254,6 +307,9 @@ def from_torch(
     """
     if col_tilize:
         raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
+    for name, value in (("spec", spec), ("tile", tile)):  # a TensorSpec; a non-32x32 tile shape
+        if value is not None:
+            raise TTFatal(f"from_torch: {name}={value!r} is not modelled by ttsim; pass dtype/layout/memory_config")
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:
@@ -268,8 +324,8 @@ def from_torch(
     layout = Layout.ROW_MAJOR if layout is None else layout
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"from_torch: {dtype!r} is a block float and requires layout=TILE_LAYOUT, got {layout!r}")
-    if tensor.dim() == 0:
-        tensor = tensor.reshape(1)
+    if tensor.dim() == 0 and layout == Layout.TILE:  # ROW_MAJOR keeps rank 0, as ttnn does
+        raise TTFatal("from_torch: a rank-0 tensor in TILE_LAYOUT is not modelled by ttsim; reshape it to [1, 1]")
     if mesh_mapper is not None:
         if device is not None and mesh_mapper.mesh_device is not device:
             raise TTFatal("from_torch: mesh_mapper was built for a different mesh device than device=")
@@ -278,10 +334,34 @@ def from_torch(
         shards = [tensor]
     pad = 0.0 if pad_value is None else float(pad_value)
     host = [_storage_of(s.detach(), dtype, layout, pad) for s in shards]
-    out = Tensor(tuple(shards[0].shape), dtype, layout, host=host)
+    out = Tensor._make(tuple(shards[0].shape), dtype, layout, host=host)
     if device is not None:
         out = to_device(out, device, memory_config=memory_config, queue_id=cq_id)
     return out
+
+
+def _from_data(what, data, shape, data_type, layout, device, memory_config_or_tile, tile, pad_value):
+    """ttnn's ``Tensor(data, shape, data_type, layout, device=None, [memory_config,] tile=None,
+    pad_value=0)`` overloads, reached positionally through the ArrayLike signature's slots."""
+    memory_config = memory_config_or_tile if isinstance(memory_config_or_tile, MemoryConfig) else None
+    if memory_config_or_tile is not None and memory_config is None:
+        tile = memory_config_or_tile
+    if not isinstance(data_type, DataType):
+        raise TTFatal(f"{what}(data, shape, data_type, layout): data_type must be a ttnn DataType, got {data_type!r}")
+    if not isinstance(layout, Layout):
+        raise TTFatal(f"{what}(data, shape, data_type, layout): layout must be a ttnn Layout, got {layout!r}")
+    dims = [int(d) for d in shape]
+    n = 1
+    for d in dims:
+        n *= d
+    if len(data) != n:
+        raise TTFatal(f"{what}: data holds {len(data)} values but shape {dims} needs {n}")
+    integer = data_type in INTEGER_TYPES
+    values = torch.tensor(list(data), dtype=torch.int64 if integer else torch.float32).reshape(dims)
+    if integer:
+        values = values.to(torch.int32)
+    return from_torch(values, data_type, tile=tile, pad_value=pad_value, layout=layout, device=device,
+                      memory_config=memory_config)
 
 
 def _unpad(x: torch.Tensor, shape: Shape) -> torch.Tensor:
@@ -350,7 +430,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
             b.data = h.clone()  # each chip owns its bytes (a replicated shard is one host object)
 
     device.enqueue(cq, "write", write, writes=bufs)
-    return Tensor(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc)
+    return Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc)
 
 
 def _host_junk(t: Tensor, label: str):
@@ -370,7 +450,7 @@ def _host_junk(t: Tensor, label: str):
 def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None = None) -> Tensor:
     """Read a device tensor back into a new host tensor (on queue ``queue_id``, default 0)."""
     bufs = tensor._live_buffers("from_device")
-    out = Tensor(tensor._shape, tensor._dtype, tensor._layout, host=None)
+    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
     if not blocking:
         out._host_fill = _host_junk(tensor, "from_device")
     _enqueue_read(tensor, bufs, out, blocking, current_cq_id() if queue_id is None else queue_id, "from_device")
@@ -444,7 +524,7 @@ def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, mesh_devic
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"allocate_tensor_on_device: {dtype!r} requires TILE_LAYOUT, got {layout!r}")
     mc = memory_config or DRAM_MEMORY_CONFIG
-    out = Tensor(tuple(shape), dtype, layout, device=device, memory_config=mc)
+    out = Tensor._make(tuple(shape), dtype, layout, device=device, memory_config=mc)
     bufs = device.allocate(mc.buffer_type, dtype, layout, out._padded, "allocate_tensor_on_device")
     out._buffers = bufs
 
@@ -470,10 +550,10 @@ def deallocate(tensor: Tensor, force: bool = True) -> None:
 def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     """One tensor per chip (device tensors), or per shard (host tensors)."""
     if tensor._device is None:
-        return [Tensor(tensor._shape, tensor._dtype, tensor._layout, host=[h]) for h in tensor._host]
+        return [Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=[h]) for h in tensor._host]
     bufs = tensor._live_buffers("get_device_tensors")
     return [
-        Tensor(tensor._shape, tensor._dtype, tensor._layout, device=tensor._device, buffers=[b],
+        Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=tensor._device, buffers=[b],
                memory_config=tensor._memory_config)
         for b in bufs
     ]

@@ -6,6 +6,7 @@ from .ops.attention import (
     fused_recurrent_gated_delta_rule,
     paged_scaled_dot_product_attention_decode,
     scaled_dot_product_attention,
+    scaled_dot_product_attention_decode,
 )
 
 __all__ = [
@@ -14,4 +15,5 @@ __all__ = [
     "fused_recurrent_gated_delta_rule",
     "paged_scaled_dot_product_attention_decode",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_decode",
 ]

@@ -79,6 +79,8 @@ class ChunkGdnWyInverse(enum.Enum):
 bfloat16 = DataType.BFLOAT16
 float32 = DataType.FLOAT32
 uint32 = DataType.UINT32
+uint16 = DataType.UINT16
+uint8 = DataType.UINT8
 int32 = DataType.INT32
 bfloat8_b = DataType.BFLOAT8_B
 bfloat4_b = DataType.BFLOAT4_B
@@ -91,6 +93,8 @@ ELEMENT_SIZE = {
     DataType.FLOAT32: 4,
     DataType.UINT32: 4,
     DataType.INT32: 4,
+    DataType.UINT16: 2,
+    DataType.UINT8: 1,
 }
 #: bytes per 32x32 tile: block floats keep 64 shared exponents (one per face row) up front
 TILE_BYTES = {
@@ -100,6 +104,8 @@ TILE_BYTES = {
     DataType.INT32: 4096,
     DataType.BFLOAT8_B: 64 + 1024,
     DataType.BFLOAT4_B: 64 + 512,
+    DataType.UINT16: 2048,
+    DataType.UINT8: 1024,
 }
 BLOCK_FLOATS = (DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 INTEGER_TYPES = (DataType.UINT32, DataType.INT32)

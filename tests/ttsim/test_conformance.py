@@ -243,11 +243,6 @@ SIGNATURE_EXCEPTIONS = {
         "three overloads cannot be one Python signature; behaviour is compared instead by "
         "test_expressions_evaluate_like_real_ttnn (repr, ==, [], dims(), mesh_size(), no len())",
         _internal_constructor),
-    "Tensor": (
-        "ttsim's Tensor(shape, dtype, layout, *, host, device, buffers, memory_config) is internal",
-        "tensors are made with from_torch / allocate_tensor_on_device in ttsim; real ttnn.Tensor(...) "
-        "constructors from Python data are not mirrored",
-        _internal_constructor),
     "MeshDevice": (
         "real __init__ is (*args, **kwargs) (no bound constructor); ttsim's takes chips and queue counts",
         "both are created by open_mesh_device / open_device only",

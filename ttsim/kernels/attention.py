@@ -18,6 +18,12 @@ Conventions (shared by every function in this module)
 * Causal with an offset: query row ``i`` sits at absolute position ``q_offset + i`` and
   sees keys ``j <= q_offset + i`` (bottom-right style alignment; torch's
   ``is_causal=True`` is top-left aligned and wrong for offset chunks, so it is not used).
+* Sliding window ``window`` (None = off): causal row at position ``p`` sees keys
+  ``p - window + 1 .. p``; non-causal rows see ``p - window // 2 .. p + window // 2``
+  (tt-metal's semantics, from its SDPA unit tests' reference masks).
+* Attention sink ``sink`` (None = off): one float32 LOGIT per query head (already scaled)
+  that joins every row's softmax denominator and contributes no value (gpt-oss style:
+  ``softmax([scores, sink])[:-1] @ v``).
 * Masking: ``attn_mask`` is ADDITIVE (``[b or 1, nqh or 1, Sq, Sk]``); ``-inf`` masks a
   key out, finite values are biases. A query row that sees no key at all (every score
   ``-inf`` after the causal and additive masks, or ``Sk == 0``) is FULLY MASKED and its
@@ -146,7 +152,7 @@ def _kv_f32(t: torch.Tensor) -> torch.Tensor:
     return t.to(_F32).reshape(b * h, s, d)
 
 
-def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask) -> bool:
+def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, window=None) -> bool:
     """Apply the additive mask and the causal mask to a score block ``s``
     (``[b*nkv, group*(qe-qs), ke-ks]``) in place. Returns True if -inf may have been
     introduced (so rows may be fully masked in this block)."""
@@ -165,7 +171,25 @@ def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask) -> b
         kpos = torch.arange(ks, ke).view(1, kc)
         s.view(b * nqh, qc, kc).masked_fill_(kpos > qpos, _NEG_INF)
         masked = True
+    if window is not None:
+        qpos = torch.arange(q_offset + qs, q_offset + qe).view(qc, 1)
+        kpos = torch.arange(ks, ke).view(1, kc)
+        if causal:
+            outside = kpos < qpos - (window - 1)
+        else:
+            half = window // 2
+            outside = (kpos < qpos - half) | (kpos > qpos + half)
+        if bool(outside.any()):
+            s.view(b * nqh, qc, kc).masked_fill_(outside, _NEG_INF)
+            masked = True
     return masked
+
+
+def _sink_rows(sink: torch.Tensor, b: int, nkv: int, qc: int) -> torch.Tensor:
+    """Per-head sink logits ``[nqh]`` laid out like a q block's rows: ``[b*nkv, group*qc]``."""
+    group = sink.numel() // nkv
+    rows = sink.to(_F32).view(1, nkv, group, 1).expand(b, nkv, group, qc)
+    return rows.reshape(b * nkv, group * qc)
 
 
 def _causal_key_end(sk: int, causal: bool, q_offset: int, qe: int) -> int:
@@ -188,7 +212,8 @@ def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_
 # ----------------------------------------------------------------------------- cores
 
 
-def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out):
+def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, window=None,
+                     sink=None):
     """Online softmax of one q chunk over KV chunks; writes ``out`` ``[b, nqh, qc, dv]``.
 
     Per KV chunk: scores ``s`` (the only score buffer, ``[b*nkv, group*qc, kc]``), the
@@ -226,7 +251,7 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
         n = bb * rows * (ke - ks)
         s = torch.bmm(qb, kT[:, :, ks:ke], out=s_buf[:n].view(bb, rows, ke - ks))
         masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=ks, ke=ke, causal=causal,
-                              q_offset=q_offset, attn_mask=attn_mask)
+                              q_offset=q_offset, attn_mask=attn_mask, window=window)
         seen_mask |= masked
         m_blk = s.amax(dim=-1)  # chunk row max
         p = torch.softmax(s, dim=-1, out=p_buf[:n].view(bb, rows, ke - ks))
@@ -246,13 +271,21 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
         l.mul_(alpha).add_(beta)
         acc.mul_(alpha.unsqueeze(-1)).addcmul_(pv, beta.unsqueeze(-1))
         m = m_new
+    qc = qe - qs
+    if sink is not None:
+        # the sink is one more key whose value is zero: it only joins the denominator
+        s_rows = _sink_rows(sink, b, bb // b, qc)
+        m_new = torch.maximum(m, s_rows)
+        alpha = torch.exp(m - m_new)
+        l.mul_(alpha).add_(torch.exp(s_rows - m_new))
+        acc.mul_(alpha.unsqueeze(-1))
     # Fully masked rows have l == 0 and acc == 0: divide by 1 to return exactly 0.
     l.masked_fill_(l == 0, 1.0)
-    qc = qe - qs
     torch.div(acc.view(b, nqh, qc, dv), l.view(b, nqh, qc, 1), out=out)
 
 
-def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out):
+def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, window=None,
+                  sink=None):
     """Materialised softmax of one q chunk over all its visible keys."""
     sk, dv = kT.shape[2], vf.shape[2]
     qc = qe - qs
@@ -262,9 +295,14 @@ def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_
         return
     s = torch.bmm(qb, kT[:, :, :ke])  # [b*nkv, group*qc, visible keys]
     masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=0, ke=ke, causal=causal,
-                          q_offset=q_offset, attn_mask=attn_mask)
+                          q_offset=q_offset, attn_mask=attn_mask, window=window)
+    if sink is not None:  # one more score column (the sink); its weight multiplies no value
+        s = torch.cat([s, _sink_rows(sink, b, s.shape[0] // b, qc).unsqueeze(-1)], dim=-1)
+        masked = False  # a finite sink means no row is fully masked
     dead = (s.amax(dim=-1, keepdim=True) == _NEG_INF) if masked else None
     p = torch.softmax(s, dim=-1)
+    if sink is not None:
+        p = p[..., :-1]
     del s
     o = torch.bmm(p, vf[:, :ke])
     if dead is not None:
@@ -299,10 +337,17 @@ def _for_each(items, fn) -> None:
         torch.set_num_threads(prev)
 
 
-def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size):
+def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_size, k_chunk_size, window=None,
+         sink=None):
     (b, nqh, nkv, sq, sk, d, dv), scale = _validate_common(
         q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask
     )
+    if window is not None:
+        _positive_int("sliding_window_size", window)
+    if sink is not None:
+        _check_float("attention_sink", sink)
+        if sink.numel() != nqh:
+            raise ValueError(f"attention_sink needs one logit per query head ({nqh}), got shape {tuple(sink.shape)}")
     kf, vf = _kv_f32(k), _kv_f32(v)
     kT = kf.transpose(1, 2)  # view [b*nkv, d, sk]
     out = torch.empty((b, nqh, sq, dv), dtype=_F32)
@@ -312,7 +357,7 @@ def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_si
         qe = min(sq, qs + q_chunk_size)
         chunk_fn(_q_block(q, qs, qe, scale, nkv), kT, vf, b=b, nqh=nqh, qs=qs, qe=qe,
                  causal=causal, q_offset=q_offset, attn_mask=attn_mask,
-                 k_chunk=k_chunk_size, out=out[:, :, qs:qe])
+                 k_chunk=k_chunk_size, out=out[:, :, qs:qe], window=window, sink=sink)
 
     # Heaviest (causal: last) chunks first, so the pool's tail is short.
     starts = list(range(0, sq, q_chunk_size))
@@ -334,6 +379,8 @@ def sdpa_streaming(
     q_offset: int = 0,
     q_chunk_size: int,
     k_chunk_size: int,
+    window: Optional[int] = None,
+    sink: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Streaming (flash-style) SDPA: online softmax over KV chunks of ``k_chunk_size``.
 
@@ -345,7 +392,8 @@ def sdpa_streaming(
     Fully masked rows return 0.
     """
     return _run(_streaming_chunk, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
-                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size, window=window,
+                sink=sink)
 
 
 def sdpa_legacy(
@@ -359,12 +407,15 @@ def sdpa_legacy(
     q_offset: int = 0,
     q_chunk_size: int,
     k_chunk_size: int,
+    window: Optional[int] = None,
+    sink: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Legacy SDPA: per q chunk the full ``(group*q_chunk) x visible-keys`` score matrix is
     materialised and soft-maxed in one go. Same signature and semantics as
     :func:`sdpa_streaming`; ``k_chunk_size`` is validated but does not change the math."""
     return _run(_legacy_chunk, q, k, v, scale=scale, is_causal=is_causal, attn_mask=attn_mask,
-                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+                q_offset=q_offset, q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size, window=window,
+                sink=sink)
 
 
 # ----------------------------------------------------------------------------- paged
@@ -441,6 +492,8 @@ def chunked_sdpa_paged(
     q_chunk_size: int,
     k_chunk_size: int,
     streaming: bool,
+    window: Optional[int] = None,
+    sink: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Chunked-prefill attention against a paged K/V cache.
 
@@ -485,7 +538,7 @@ def chunked_sdpa_paged(
     v = torch.stack(vs) if b else v_cache.new_empty((0, v_cache.shape[1], length, v_cache.shape[3]))
     fn = sdpa_streaming if streaming else sdpa_legacy
     return fn(q, k, v, scale=scale, is_causal=True, q_offset=chunk_start_idx,
-              q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size)
+              q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size, window=window, sink=sink)
 
 
 def paged_sdpa_decode(
@@ -493,23 +546,32 @@ def paged_sdpa_decode(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     page_table: torch.Tensor,
-    cur_pos: IntSeq,
+    cur_pos: Optional[IntSeq],
     *,
     scale: Optional[float],
     k_chunk_size: int,
     streaming: bool = True,
     out: Optional[torch.Tensor] = None,
+    window: Optional[int] = None,
+    sink: Optional[torch.Tensor] = None,
+    attn_mask: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Paged decode attention: one query token per batch row.
 
-    ``q [1, b, nqh, d]``; row ``r`` attends keys ``0 .. cur_pos[r]`` inclusive of its pages.
-    Rows with ``cur_pos == -1`` are skipped: their rows of ``out`` are not written at all
-    (left exactly as given). Results are written into ``out`` (``[1, b, nqh, dv]``, any
-    float dtype: values are cast to it) and ``out`` is returned; if ``out`` is None a
-    float32 zero tensor is allocated (skipped rows are then 0). Any other negative or
-    out-of-range position raises IndexError naming the row (a card would read garbage).
+    ``q [1, b, nqh, d]``. Causal (``cur_pos`` given): row ``r`` attends keys
+    ``0 .. cur_pos[r]`` inclusive of its pages (with ``window``, only the last ``window``
+    of them). Rows with ``cur_pos == -1`` are skipped: their rows of ``out`` are not
+    written at all (left exactly as given). Non-causal (``cur_pos`` None): every row
+    attends all ``max_pages * block_size`` positions of its page table plus the additive
+    ``attn_mask [b, 1, nqh, L]`` (tt-metal's decode mask layout). ``sink``: per-head
+    logits joining the softmax denominator. Results are written into ``out``
+    (``[1, b, nqh, dv]``, any float dtype: values are cast to it) and ``out`` is
+    returned; if ``out`` is None a float32 zero tensor is allocated (skipped rows are then
+    0). Any other negative or out-of-range position raises IndexError naming the row.
     """
     _positive_int("k_chunk_size", k_chunk_size)
+    if window is not None:
+        _positive_int("sliding_window_size", window)
     _check_float("q", q)
     _check_cache("k_cache", k_cache)
     _check_cache("v_cache", v_cache)
@@ -520,31 +582,46 @@ def paged_sdpa_decode(
     _, b, nqh, d = q.shape
     nb, nkv, bs, _ = k_cache.shape
     dv = v_cache.shape[3]
-    pos = _as_int_list("cur_pos", cur_pos)
-    if len(pos) != b:
-        raise ValueError(f"cur_pos has {len(pos)} entries, q has batch {b}")
     rows = _page_table_rows(page_table)
     if out is None:
         out = torch.zeros((1, b, nqh, dv), dtype=_F32)
     elif tuple(out.shape) != (1, b, nqh, dv):
         raise ValueError(f"out must be [1, {b}, {nqh}, {dv}], got {tuple(out.shape)}")
-    # Validate every active row before computing anything.
+    # Validate every active row before computing anything: (row, blocks, first key, length)
     plan = []
-    for r, p in enumerate(pos):
-        if p == SKIP_POSITION:
-            continue
-        if r >= len(rows):
-            raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
-        _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
-        plan.append((r, _pages_for(rows[r], r, p + 1, bs, nb), p + 1))
+    if cur_pos is None:
+        if attn_mask is None:
+            raise ValueError("non-causal decode needs attn_mask")
+        length = (len(rows[0]) if rows else 0) * bs
+        if tuple(attn_mask.shape) != (b, 1, nqh, length):
+            raise ValueError(f"attn_mask must be [{b}, 1, {nqh}, {length}] (batch, 1, heads, page table "
+                             f"positions), got {tuple(attn_mask.shape)}")
+        for r in range(b):
+            if r >= len(rows):
+                raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+            plan.append((r, _pages_for(rows[r], r, length, bs, nb), 0, length))
+    else:
+        pos = _as_int_list("cur_pos", cur_pos)
+        if len(pos) != b:
+            raise ValueError(f"cur_pos has {len(pos)} entries, q has batch {b}")
+        for r, p in enumerate(pos):
+            if p == SKIP_POSITION:
+                continue
+            if r >= len(rows):
+                raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+            _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
+            first = 0 if window is None else max(0, p + 1 - window)
+            plan.append((r, _pages_for(rows[r], r, p + 1, bs, nb), first, p + 1))
     fn = sdpa_streaming if streaming else sdpa_legacy
 
     def one_row(item) -> None:
-        r, blocks, length = item
-        k = _gather(k_cache, blocks, length).unsqueeze(0)  # [1, nkv, L, d]
-        v = _gather(v_cache, blocks, length).unsqueeze(0)
+        r, blocks, first, length = item
+        k = _gather(k_cache, blocks, length)[:, first:].unsqueeze(0)  # [1, nkv, L, d]
+        v = _gather(v_cache, blocks, length)[:, first:].unsqueeze(0)
         qr = q[0, r].reshape(1, nqh, 1, d)
-        o = fn(qr, k, v, scale=scale, is_causal=False, q_chunk_size=1, k_chunk_size=k_chunk_size)
+        mask = None if cur_pos is not None else attn_mask[r, 0].reshape(1, nqh, 1, length)
+        o = fn(qr, k, v, scale=scale, is_causal=False, attn_mask=mask, q_chunk_size=1, k_chunk_size=k_chunk_size,
+               sink=sink)
         out[0, r].copy_(o[0, :, 0, :])
 
     _for_each(plan, one_row)  # rows are independent; each writes only its own out row

@@ -18,6 +18,7 @@ from ..kernels import attention as K
 from ..kernels import gdn as G
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import logical, require_device_tensor, require_layout, require_same_device, run_inplace, run_op
 
 log = logging.getLogger("ttsim")
@@ -103,6 +104,49 @@ def _check_int(op: str, name: str, t: Tensor) -> None:
         raise TTFatal(f"{op}: {name} must be int32 or uint32, got {_describe(t)}")
 
 
+def _check_table(op: str, name: str, t: Tensor) -> None:
+    """Page tables: int32 / uint32, or uint16 (tt-metal's sharded page tables use it)."""
+    if t._dtype not in INTEGER_TYPES + (DataType.UINT16,):
+        raise TTFatal(f"{op}: {name} must be int32, uint32 or uint16, got {_describe(t)}")
+
+
+def _ids(pt: torch.Tensor) -> torch.Tensor:
+    """A page table's block ids as integers (a uint16 table reaches the math as exact floats)."""
+    return pt.to(torch.int64) if pt.is_floating_point() else pt
+
+
+_refuse = refuse_unmodelled
+
+
+def _window(op: str, sliding_window_size) -> int | None:
+    """tt-metal's sliding window: causal rows see the last ``w`` keys up to themselves."""
+    if sliding_window_size is None:
+        return None
+    if isinstance(sliding_window_size, bool) or not isinstance(sliding_window_size, int) or sliding_window_size <= 0:
+        raise TTFatal(f"{op}: sliding_window_size must be a positive int or None, got {sliding_window_size!r}")
+    return sliding_window_size
+
+
+def _sink_input(op: str, attention_sink, nqh: int, decode: bool) -> Tensor | None:
+    """Validate ``attention_sink`` at the call. tt-metal's layouts: prefill/chunked
+    ``[1, nqh, 1, 1]``; decode ``[nqh, W]`` (the sink in column 0, W = 1 or tile-padded 32)."""
+    if attention_sink is None:
+        return None
+    require_device_tensor(op, "attention_sink", attention_sink)
+    shape = tuple(attention_sink.shape)
+    ok = (len(shape) == 2 and shape[0] == nqh and shape[1] >= 1) if decode else shape == (1, nqh, 1, 1)
+    if not ok:
+        want = f"[{nqh}, 1 or {TILE_SIZE}]" if decode else f"[1, {nqh}, 1, 1]"
+        raise TTFatal(f"{op}: attention_sink must be {want} (one sink per query head), got {_describe(attention_sink)}")
+    return attention_sink
+
+
+def _sink_logits(sink: torch.Tensor, decode: bool, scale: float | None, d: int) -> torch.Tensor:
+    """Per-head sink logits: the stored value times the softmax scale (as tt-metal's kernels do)."""
+    values = sink[:, 0] if decode else sink.reshape(-1)
+    return values.to(torch.float32) * (d ** -0.5 if scale is None else float(scale))
+
+
 def _kernel_call(op: str, fn, *args, **kwargs):
     """Kernel value errors surface as TTFatal naming the op (raised when the command runs)."""
     try:
@@ -130,8 +174,13 @@ def scaled_dot_product_attention(
     output_concat_heads: bool = False,
     attn_mask_block_map=None,
 ) -> Tensor:
-    """Prefill SDPA: q ``[b, nqh, S, d]``, k/v ``[b, nkv, S, d]``, causal or additive mask."""
+    """Prefill SDPA: q ``[b, nqh, S, d]``, k/v ``[b, nkv, S, d]``, causal or additive mask,
+    optional sliding window and per-head attention sink (tt-metal's semantics)."""
     op = "scaled_dot_product_attention"
+    _refuse(op, cu_window_seqlens=cu_window_seqlens, windowed_q_token_offset=windowed_q_token_offset,
+            windowed_q_token_offset_tensor=windowed_q_token_offset_tensor, output_concat_heads=output_concat_heads,
+            attn_mask_block_map=attn_mask_block_map)
+    window = _window(op, sliding_window_size)
     tensors = {"input_tensor_q": input_tensor_q, "input_tensor_k": input_tensor_k, "input_tensor_v": input_tensor_v}
     for name, t in tensors.items():
         require_device_tensor(op, name, t)
@@ -144,25 +193,40 @@ def scaled_dot_product_attention(
     inputs = list(tensors.values())
     if attn_mask is not None:
         require_device_tensor(op, "attn_mask", attn_mask)
+        if is_causal:
+            raise TTFatal(f"{op}: attn_mask needs is_causal=False (tt-metal refuses a mask with causal SDPA)")
+        _check_mask(op, attn_mask, b, nqh, sq, sk)
         inputs.append(attn_mask)
-    require_same_device(op, dict(zip(["q", "k", "v", "mask"], inputs)))
+    sink = _sink_input(op, attention_sink, nqh, decode=False)
+    if sink is not None:
+        inputs.append(sink)
+    require_same_device(op, dict(zip(["q", "k", "v", "mask", "sink"], inputs)))
     qc, kc = _chunks(program_config)
     streaming = streaming_selected()
     fn = K.sdpa_streaming if streaming else K.sdpa_legacy
+    has_mask = attn_mask is not None
 
-    def math(q, k, v, mask=None):
-        return _kernel_call(op, fn, q, k, v, scale=scale, is_causal=is_causal and mask is None, attn_mask=mask,
-                            q_chunk_size=qc, k_chunk_size=kc)
+    def math(q, k, v, *rest):
+        mask = rest[0] if has_mask else None
+        logits = _sink_logits(rest[-1], False, scale, d) if sink is not None else None
+        return _kernel_call(op, fn, q, k, v, scale=scale, is_causal=is_causal, attn_mask=mask,
+                            q_chunk_size=qc, k_chunk_size=kc, window=window, sink=logits)
 
     return run_op(op, inputs, (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
                   memory_config=memory_config)
+
+
+def _check_mask(op: str, mask: Tensor, b: int, nqh: int, sq: int, sk: int) -> None:
+    shape = tuple(mask.shape)
+    if len(shape) != 4 or shape[0] not in (1, b) or shape[1] not in (1, nqh) or shape[2:] != (sq, sk):
+        raise TTFatal(f"{op}: attn_mask must be [{b} or 1, {nqh} or 1, {sq}, {sk}], got {_describe(mask)}")
 
 
 def _check_paged(op: str, q: Tensor, k: Tensor, v: Tensor, page_table: Tensor, nq_dim: int) -> None:
     for name, t in (("input_tensor_q", q), ("input_tensor_k", k), ("input_tensor_v", v),
                     ("page_table_tensor", page_table)):
         require_device_tensor(op, name, t)
-    _check_int(op, "page_table_tensor", page_table)
+    _check_table(op, "page_table_tensor", page_table)
     if len(page_table.shape) != 2:
         raise TTFatal(f"{op}: page_table_tensor must be [batch, max_pages], got {_describe(page_table)}")
     nb, nkv, bs, dk = _rank4(op, "input_tensor_k", k)
@@ -195,6 +259,9 @@ def chunked_scaled_dot_product_attention(
     """Chunked prefill: q ``[b, nqh, chunk, d]`` at absolute ``chunk_start_idx``, paged K/V."""
     op = "chunked_scaled_dot_product_attention"
     _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, nq_dim=1)
+    _refuse(op, chunk_start_idx_tensor=chunk_start_idx_tensor, paged_cache_geometry=paged_cache_geometry)
+    window = _window(op, sliding_window_size)
+    sink = _sink_input(op, attention_sink, input_tensor_q.shape[1], decode=False)
     if chunk_start_idx is None:
         raise TTFatal(f"{op}: chunk_start_idx is required (chunk_start_idx_tensor is not modelled)")
     qc, kc = _chunks(program_config)
@@ -204,13 +271,15 @@ def chunked_scaled_dot_product_attention(
             f"and k_chunk_size={kc}"
         )
     streaming = streaming_selected()
-    b, nqh, sq, _ = input_tensor_q.shape
+    b, nqh, sq, d = input_tensor_q.shape
+    extra = [sink] if sink is not None else []
 
-    def math(q, k, v, pt):
-        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, pt, chunk_start_idx, scale=scale,
-                            q_chunk_size=qc, k_chunk_size=kc, streaming=streaming)
+    def math(q, k, v, pt, *rest):
+        logits = _sink_logits(rest[0], False, scale, d) if rest else None
+        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, _ids(pt), chunk_start_idx, scale=scale,
+                            q_chunk_size=qc, k_chunk_size=kc, streaming=streaming, window=window, sink=logits)
 
-    return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor],
+    return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor] + extra,
                   (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
                   memory_config=memory_config)
 
@@ -234,26 +303,115 @@ def paged_scaled_dot_product_attention_decode(
     cache_position_modulo=None,
     spec_multi_pos_tiles: int = 0,
 ) -> Tensor:
-    """Decode: q ``[1, b, nqh, d]``; row r attends 0..cur_pos[r]; rows at -1 are skipped
-    (their output rows keep whatever the output buffer held)."""
+    """Decode: q ``[1, b, nqh, d]``; causal row r attends 0..cur_pos[r] (the last
+    ``sliding_window_size`` of them with a window); rows at -1 are skipped (their output
+    rows keep whatever the output buffer held). Non-causal: every row attends all of its
+    page table's positions plus ``attn_mask [b, 1, nqh, max_pages * block_size]``."""
     op = "paged_scaled_dot_product_attention_decode"
     _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, nq_dim=2)
-    if cur_pos_tensor is None:
-        raise TTFatal(f"{op}: cur_pos_tensor is required for paged decode")
-    require_device_tensor(op, "cur_pos_tensor", cur_pos_tensor)
-    _check_int(op, "cur_pos_tensor", cur_pos_tensor)
-    _, b, nqh, _ = input_tensor_q.shape
-    if tuple(cur_pos_tensor.shape) != (b,):
-        raise TTFatal(f"{op}: cur_pos_tensor must be [{b}] (one position per batch row), got {_describe(cur_pos_tensor)}")
+    _refuse(op, paged_cache_geometry=paged_cache_geometry, cache_position_modulo=cache_position_modulo,
+            spec_multi_pos_tiles=spec_multi_pos_tiles)
+    length = page_table_tensor.shape[1] * input_tensor_k.shape[2]
+    return _decode(op, input_tensor_q, input_tensor_k, input_tensor_v, [page_table_tensor], None, is_causal,
+                   attn_mask, cur_pos_tensor, None, attention_sink, scale, sliding_window_size, memory_config,
+                   program_config, length)
+
+
+def scaled_dot_product_attention_decode(
+    input_tensor_q: Tensor,
+    input_tensor_k: Tensor,
+    input_tensor_v: Tensor,
+    *,
+    is_causal: bool = True,
+    attn_mask: Tensor | None = None,
+    cur_pos: list[int] = [],  # noqa: B006 - mirrors ttnn's default; never mutated
+    cur_pos_tensor: Tensor | None = None,
+    attention_sink=None,
+    scale: float | None = None,
+    sliding_window_size: int | None = None,
+    memory_config: MemoryConfig | None = None,
+    program_config: SDPAProgramConfig | None = None,
+    compute_kernel_config=None,
+    share_cache: bool | None = None,
+) -> Tensor:
+    """Decode against contiguous caches ``k/v [b, nkv, S, d]``: q ``[1, b, nqh, d]``; causal
+    row r attends 0..pos[r] (``cur_pos`` list or ``cur_pos_tensor``); non-causal rows attend
+    all S positions plus ``attn_mask [b, 1, nqh, S]``."""
+    op = "scaled_dot_product_attention_decode"
+    for name, t in (("input_tensor_q", input_tensor_q), ("input_tensor_k", input_tensor_k),
+                    ("input_tensor_v", input_tensor_v)):
+        require_device_tensor(op, name, t)
+    _refuse(op, share_cache=share_cache)
+    bk, nkv, sk, dk = _rank4(op, "input_tensor_k", input_tensor_k)
+    if tuple(input_tensor_v.shape[:3]) != (bk, nkv, sk):
+        raise TTFatal(f"{op}: input_tensor_v {_describe(input_tensor_v)} does not match input_tensor_k")
+    qs = _rank4(op, "input_tensor_q", input_tensor_q)
+    if qs[0] != 1 or qs[1] != bk:
+        raise TTFatal(f"{op}: input_tensor_q must be [1, {bk}, nqh, d] for k/v of batch {bk}, got "
+                      f"{_describe(input_tensor_q)}")
+    _check_heads(op, qs[2], nkv, qs[3], dk)
+    require_same_device(op, {"input_tensor_q": input_tensor_q, "input_tensor_k": input_tensor_k,
+                             "input_tensor_v": input_tensor_v})
+    # Row r's cache is block r of a one-block-per-row paged view: the paged kernel serves both.
+    table = torch.arange(bk, dtype=torch.int32).reshape(bk, 1)
+    return _decode(op, input_tensor_q, input_tensor_k, input_tensor_v, [], table, is_causal, attn_mask,
+                   cur_pos_tensor, list(cur_pos), attention_sink, scale, sliding_window_size, memory_config,
+                   program_config, sk)
+
+
+def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_pos_tensor, cur_pos, attention_sink,
+            scale, sliding_window_size, memory_config, program_config, length) -> Tensor:
+    """Shared decode path: validation at the call, then the paged kernel per chip."""
+    _, b, nqh, d = q.shape
+    window = _window(op, sliding_window_size)
+    inputs = [q, k, v] + list(table_inputs)
+    if is_causal:
+        if attn_mask is not None:
+            raise TTFatal(f"{op}: attn_mask needs is_causal=False (causal decode masks by cur_pos)")
+        if cur_pos_tensor is not None:
+            require_device_tensor(op, "cur_pos_tensor", cur_pos_tensor)
+            _check_int(op, "cur_pos_tensor", cur_pos_tensor)
+            if tuple(cur_pos_tensor.shape) != (b,):
+                raise TTFatal(f"{op}: cur_pos_tensor must be [{b}] (one position per batch row), got "
+                              f"{_describe(cur_pos_tensor)}")
+            inputs.append(cur_pos_tensor)
+        elif not cur_pos:
+            raise TTFatal(f"{op}: causal decode needs cur_pos_tensor" + (" or cur_pos" if cur_pos is not None else ""))
+        elif len(cur_pos) != b:
+            raise TTFatal(f"{op}: cur_pos has {len(cur_pos)} entries, input_tensor_q has batch {b}")
+    else:
+        if attn_mask is None:
+            raise TTFatal(f"{op}: is_causal=False needs attn_mask [{b}, 1, {nqh}, {length}]")
+        require_device_tensor(op, "attn_mask", attn_mask)
+        if tuple(attn_mask.shape) != (b, 1, nqh, length):
+            raise TTFatal(f"{op}: attn_mask must be [{b}, 1, {nqh}, {length}] (batch, 1, heads, cache positions), "
+                          f"got {_describe(attn_mask)}")
+        if window is not None:
+            raise TTFatal(f"{op}: sliding_window_size needs causal decode (it is anchored at cur_pos)")
+        inputs.append(attn_mask)
+    sink = _sink_input(op, attention_sink, nqh, decode=True)
+    if sink is not None:
+        inputs.append(sink)
     _, kc = _chunks(program_config)
-    dv = input_tensor_v.shape[3]
+    dv = v.shape[3]
+    n_table = len(table_inputs)
+    fixed_pos = torch.tensor(cur_pos or [], dtype=torch.int64)
+    causal_from_tensor = is_causal and cur_pos_tensor is not None
 
-    def math(q, k, v, pt, pos, previous):
-        out = previous.clone()
-        return _kernel_call(op, K.paged_sdpa_decode, q, k, v, pt, pos, scale=scale, k_chunk_size=kc, out=out)
+    def math(qq, kk, vv, *rest):
+        rest = list(rest)
+        previous = rest.pop()
+        pt = rest.pop(0) if n_table else fixed_table
+        if is_causal:
+            pos = rest.pop(0) if causal_from_tensor else fixed_pos
+            mask = None
+        else:
+            pos, mask = None, rest.pop(0)
+        logits = _sink_logits(rest.pop(0), True, scale, d) if sink is not None else None
+        return _kernel_call(op, K.paged_sdpa_decode, qq, kk, vv, _ids(pt), pos, scale=scale, k_chunk_size=kc,
+                            out=previous.clone(), window=window, sink=logits, attn_mask=mask)
 
-    return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, cur_pos_tensor],
-                  (1, b, nqh, dv), input_tensor_q._dtype, Layout.TILE, math, memory_config=memory_config,
+    return run_op(op, inputs, (1, b, nqh, dv), q._dtype, Layout.TILE, math, memory_config=memory_config,
                   reads_output=True)
 
 
@@ -277,10 +435,25 @@ def paged_update_cache(
     op = "paged_update_cache"
     require_device_tensor(op, "cache_tensor", cache_tensor)
     require_device_tensor(op, "input_tensor", input_tensor)
+    _refuse(op, share_cache=share_cache, batch_offset=batch_offset, mesh_coords=mesh_coords)
     if page_table is None:
         raise TTFatal(f"{op}: page_table is required (ttsim models the paged cache only)")
     require_device_tensor(op, "page_table", page_table)
-    _check_int(op, "page_table", page_table)
+    _check_table(op, "page_table", page_table)
+    nb, nkv, bs, d = _rank4(op, "cache_tensor", cache_tensor)
+    if block_size not in (None, bs) or num_kv_heads not in (None, nkv):
+        raise TTFatal(f"{op}: block_size={block_size!r} / num_kv_heads={num_kv_heads!r} reinterpret the cache as "
+                      f"another view; ttsim models only the cache's own [{nb}, {nkv}, {bs}, {d}]")
+    xs = _rank4(op, "input_tensor", input_tensor)
+    heads_ok = xs[2] == nkv or (xs[2] % TILE_SIZE == 0 and xs[2] >= nkv)  # heads tile-padded to 32 on a card
+    if xs[0] != 1 or not heads_ok or xs[3] != d:
+        raise TTFatal(f"{op}: input_tensor must be [1, batch, {nkv} (or tile-padded), {d}] for cache "
+                      f"{_describe(cache_tensor)}, got {_describe(input_tensor)}")
+    modulo = cache_position_modulo
+    if modulo is not None and (isinstance(modulo, bool) or not isinstance(modulo, int) or modulo <= 0 or modulo % bs
+                               or modulo > page_table.shape[1] * bs):
+        raise TTFatal(f"{op}: cache_position_modulo={modulo!r} must be a positive multiple of block_size {bs} "
+                      f"and <= {page_table.shape[1] * bs} (the page table's positions)")
     inputs = [input_tensor, page_table]
     if update_idxs_tensor is not None:
         require_device_tensor(op, "update_idxs_tensor", update_idxs_tensor)
@@ -292,8 +465,10 @@ def paged_update_cache(
     fixed = torch.tensor(list(update_idxs), dtype=torch.int64)
 
     def update(cache, x, pt, *rest):
-        idxs = rest[0] if len(rest) == 2 else fixed
-        _kernel_call(op, K.paged_update_cache, cache, x, idxs, pt)
+        idxs = (rest[0] if len(rest) == 2 else fixed).to(torch.int64)
+        if modulo is not None:  # a circular cache of ``modulo`` tokens; -1 still means skip
+            idxs = torch.where(idxs >= 0, idxs % modulo, idxs)
+        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, _ids(pt))
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
@@ -312,17 +487,33 @@ def paged_fill_cache(
     cache_position_modulo: int | None = None,
     valid_seq_len_tensor: Tensor | None = None,
 ) -> Tensor:
-    """Fill positions 0..S-1 of row ``batch_idx`` from ``input_tensor [1, nkv, S, d]``. In place."""
+    """Fill positions 0..S-1 of one batch row from ``input_tensor [1, nkv, S, d]``. In place.
+    The row is ``batch_idx_tensor``'s value when given (a one-element int device tensor, read
+    when the command runs, so a trace can replay with a new row), else ``batch_idx``."""
     op = "paged_fill_cache"
     for name, t in (("cache_tensor", cache_tensor), ("input_tensor", input_tensor), ("page_table", page_table)):
         require_device_tensor(op, name, t)
-    _check_int(op, "page_table", page_table)
-    require_same_device(op, {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table})
+    _check_table(op, "page_table", page_table)
+    _refuse(op, mesh_coords=mesh_coords, block_size=block_size, cache_position_modulo=cache_position_modulo,
+            valid_seq_len_tensor=valid_seq_len_tensor)
+    tensors = {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table}
+    inputs = [input_tensor, page_table]
+    if batch_idx_tensor is not None:
+        require_device_tensor(op, "batch_idx_tensor", batch_idx_tensor)
+        _check_int(op, "batch_idx_tensor", batch_idx_tensor)
+        if batch_idx_tensor.logical_volume() != 1:
+            raise TTFatal(f"{op}: batch_idx_tensor must hold exactly one batch index, got {_describe(batch_idx_tensor)}")
+        tensors["batch_idx_tensor"] = batch_idx_tensor
+        inputs.append(batch_idx_tensor)
+    elif isinstance(batch_idx, bool) or not isinstance(batch_idx, int) or not 0 <= batch_idx < page_table.shape[0]:
+        raise TTFatal(f"{op}: batch_idx={batch_idx!r} is outside the page table's {page_table.shape[0]} rows")
+    require_same_device(op, tensors)
 
-    def update(cache, x, pt, _chip):
-        _kernel_call(op, K.paged_fill_cache, cache, x, pt, batch_idx)
+    def update(cache, x, pt, *rest):
+        row = int(rest[0].reshape(-1)[0]) if len(rest) == 2 else batch_idx
+        _kernel_call(op, K.paged_fill_cache, cache, x, _ids(pt), row)
 
-    run_inplace(op, cache_tensor, [input_tensor, page_table], update)
+    run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
 
 
@@ -335,13 +526,26 @@ def _gdn_inputs(op, q, k, v, g, beta):
     require_same_device(op, tensors)
     if len(q.shape) != 4 or tuple(k.shape) != tuple(q.shape):
         raise TTFatal(f"{op}: q and k must both be [B, T, H, K]: q {_describe(q)}, k {_describe(k)}")
-    bsz, t, h, _ = q.shape
-    if len(v.shape) != 4 or tuple(v.shape[:3]) != (bsz, t, h):
-        raise TTFatal(f"{op}: v must be [B, T, H, V] matching q, got {_describe(v)}")
+    bsz, t, hk, _ = q.shape
+    if len(v.shape) != 4 or tuple(v.shape[:2]) != (bsz, t) or v.shape[2] % hk:
+        raise TTFatal(f"{op}: v must be [B, T, HV, V] with HV a multiple of q's {hk} key heads, got {_describe(v)}")
+    h = v.shape[2]
     for name in ("g", "beta"):
         if tuple(tensors[name].shape) != (bsz, t, h):
-            raise TTFatal(f"{op}: {name} must be [B, T, H] = {[bsz, t, h]}, got {_describe(tensors[name])}")
+            raise TTFatal(f"{op}: {name} must be [B, T, HV] = {[bsz, t, h]}, got {_describe(tensors[name])}")
     return list(tensors.values())
+
+
+def _grouped(kernel, group: int):
+    """Grouped value heads (Qwen3.6 GDN: HV = 2 x H key heads): value head j reads key head
+    j // group, so q and k are repeated per value head (HF Qwen3-Next's repeat_interleave)."""
+    if group == 1:
+        return kernel
+
+    def run(q, k, *rest, **kwargs):
+        return kernel(q.repeat_interleave(group, dim=2), k.repeat_interleave(group, dim=2), *rest, **kwargs)
+
+    return run
 
 
 def chunk_gated_delta_rule(
@@ -362,6 +566,7 @@ def chunk_gated_delta_rule(
     final state ``[B, H, K, V]`` (fp32)."""
     op = "chunk_gated_delta_rule"
     inputs = _gdn_inputs(op, q, k, v, g, beta)
+    _refuse(op, output_head_major=output_head_major)
     if not isinstance(chunk_size, int) or chunk_size <= 0:
         raise TTFatal(f"{op}: chunk_size must be a positive int, got {chunk_size!r}")
     return _gdn(op, G.chunk_gated_delta_rule, inputs, scale, initial_state, None, output_final_state,
@@ -384,6 +589,7 @@ def fused_recurrent_gated_delta_rule(
     (rows whose index is < 0 are skipped), as a per-slot recurrent state needs."""
     op = "fused_recurrent_gated_delta_rule"
     inputs = _gdn_inputs(op, q, k, v, g, beta)
+    _refuse(op, output_per_token_state=output_per_token_state)
     return _gdn(op, G.recurrent_gated_delta_rule, inputs, scale, initial_state, initial_state_block_idx,
                 output_final_state, use_qk_l2norm, memory_config, {})
 
@@ -391,8 +597,9 @@ def fused_recurrent_gated_delta_rule(
 def _gdn(op, kernel, inputs, scale, initial_state, block_idx, output_final_state, use_qk_l2norm,
          memory_config, extra):
     q = inputs[0]
-    bsz, t, h, dk = q.shape
-    dv = inputs[2].shape[3]
+    bsz, t, hk, dk = q.shape
+    h, dv = inputs[2].shape[2], inputs[2].shape[3]
+    kernel = _grouped(kernel, h // hk)
     if initial_state is not None:
         require_device_tensor(op, "initial_state", initial_state)
     if block_idx is not None:
@@ -440,8 +647,7 @@ def _gdn(op, kernel, inputs, scale, initial_state, block_idx, output_final_state
 
 def _gdn_pooled(op, kernel, inputs, scale, pool, block_idx, use_qk_l2norm, memory_config):
     q = inputs[0]
-    bsz, t, h, _ = q.shape
-    dv = inputs[2].shape[3]
+    bsz, t, h, dv = inputs[2].shape
 
     def math(qq, kk, vv, gg, bb, idx, pool_data):
         rows = [r for r in range(bsz) if int(idx[r]) >= 0]

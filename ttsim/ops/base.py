@@ -116,10 +116,26 @@ def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory
     device = first._device
     device.check_cq(cq_id, op)
     mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
-    out = Tensor(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    out = Tensor._make(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
     chips = [b.chip for b in first._buffers]
     out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
     return out
+
+
+def take_output(op: str, output_tensor, out_shape, out_dtype: DataType, out_layout: Layout, first: Tensor,
+                dtype_given: bool, name: str = "output_tensor") -> DataType:
+    """Validate a caller-provided output tensor at the call (as ttnn does) and return the
+    dtype the op writes: the output tensor's own (an explicit ``dtype`` must agree with it)."""
+    out = require_device_tensor(op, name, output_tensor)
+    if out._device is not first._device or len(out._buffers) != len(first._buffers):
+        raise TTFatal(f"{op}: {name} is on {out._device!r}, the inputs on {first._device!r}")
+    if tuple(out._shape) != tuple(out_shape):
+        raise TTFatal(f"{op}: {name} has shape {list(out._shape)}, the result has {list(out_shape)}")
+    if out._layout != out_layout:
+        raise TTFatal(f"{op}: {name} is in {out._layout!r}, the result is in {out_layout!r}")
+    if dtype_given and out._dtype != out_dtype:
+        raise TTFatal(f"{op}: dtype={out_dtype!r} and {name} dtype {out._dtype!r} disagree")
+    return out._dtype
 
 
 def run_op(
@@ -135,15 +151,21 @@ def run_op(
     chip_args: Callable[[int], tuple] | None = None,
     reads_output: bool = False,
     pool: Tensor | None = None,
+    output_tensor: Tensor | None = None,
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
 
     Extras, in order: ``chip_args(i)``; with ``reads_output`` the output's current logical
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
+    With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
     """
     cq_id = current_cq_id() if cq_id is None else cq_id
-    out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
+    if output_tensor is not None:
+        output_tensor._device.check_cq(cq_id, op)
+        out = output_tensor
+    else:
+        out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
@@ -162,6 +184,7 @@ def run_op(
             ob.data = storage(math(*args), out_dtype, out_layout, args)
 
     writes = out_bufs + (pool_bufs or [])
+    device.program_cache.dispatch(op, inputs, [out])
     device.enqueue(cq_id, op, execute, writes=writes)
     return out
 
@@ -180,6 +203,7 @@ def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Calla
             args = [chip_logical(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
             update(tb.chip.contents(tb), *args, i)
 
+    device.program_cache.dispatch(op, list(inputs), [target])
     device.enqueue(cq_id, op, execute, writes=tgt_bufs)
 
 
@@ -215,5 +239,6 @@ def run_collective(
         for ob, r in zip(out_bufs, results):
             ob.data = storage(r, out_dtype, out_layout, flat)
 
+    device.program_cache.dispatch(op, inputs, [out])
     device.enqueue(cq_id, op, execute, writes=out_bufs)
     return out

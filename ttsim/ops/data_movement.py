@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..tensor import Tensor, _storage_of, _unpad
 from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
-from .base import require_device_tensor, run_op
+from .base import require_device_tensor, run_op, take_output
 
 
 def to_layout(
@@ -32,7 +32,7 @@ def to_layout(
         if tensor._pending is not None and not tensor._pending.done:
             tensor._pending.device.wait_command(tensor._pending)
         host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
-        return Tensor(tensor._shape, dtype, layout, host=host)
+        return Tensor._make(tensor._shape, dtype, layout, host=host)
     require_device_tensor("to_layout", "tensor", tensor)
     return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
                   memory_config=memory_config)
@@ -52,5 +52,8 @@ def typecast(
         raise TTFatal(f"typecast: dtype must be a ttnn DataType, got {dtype!r}")
     if dtype in BLOCK_FLOATS and input_tensor._layout != Layout.TILE:
         raise TTFatal(f"typecast: {dtype!r} requires a TILE_LAYOUT input, got {input_tensor._layout!r}")
+    if output_tensor is not None:
+        dtype = take_output("typecast", output_tensor, input_tensor._shape, dtype, input_tensor._layout, input_tensor,
+                            dtype_given=True)
     return run_op("typecast", [input_tensor], input_tensor._shape, dtype, input_tensor._layout, lambda x: x,
-                  memory_config=memory_config)
+                  memory_config=memory_config, output_tensor=output_tensor)

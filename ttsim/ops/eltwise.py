@@ -9,7 +9,8 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import DataType, MemoryConfig, TTFatal, _tt_enum
-from .base import require_device_tensor, require_same_device, run_op
+from .activation import fused
+from .base import require_device_tensor, require_same_device, run_op, take_output
 
 
 def _broadcast_shape(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
@@ -19,26 +20,24 @@ def _broadcast_shape(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
         raise TTFatal(f"{op}: shapes do not broadcast: {_describe(a)} and {_describe(b)}") from None
 
 
-def _unsupported(name: str, **given) -> None:
-    """Accepted-for-compatibility arguments ttsim does not model must keep their defaults."""
-    for arg, value in given.items():
-        if value:
-            raise TTFatal(f"{name}: {arg}={value!r} is not modelled by ttsim")
-
-
-def _run_binary(name: str, fn, input_tensor_a, input_tensor_b, dtype, memory_config) -> Tensor:
+def _run_binary(name: str, fn, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor=None) -> Tensor:
     a = require_device_tensor(name, "input_tensor_a", input_tensor_a)
     out_dtype = a._dtype if dtype is None else dtype
     if isinstance(input_tensor_b, (int, float)):
         scalar = float(input_tensor_b)
+        if output_tensor is not None:
+            out_dtype = take_output(name, output_tensor, a._shape, out_dtype, a._layout, a, dtype is not None)
         return run_op(name, [a], a._shape, out_dtype, a._layout, lambda x: fn(x, scalar),
-                      memory_config=memory_config)
+                      memory_config=memory_config, output_tensor=output_tensor)
     b = require_device_tensor(name, "input_tensor_b", input_tensor_b)
     require_same_device(name, {"input_tensor_a": a, "input_tensor_b": b})
     if a._layout != b._layout:
         raise TTFatal(f"{name}: operands must share a layout: {_describe(a)} vs {_describe(b)}")
     shape = _broadcast_shape(name, a, b)
-    return run_op(name, [a, b], shape, out_dtype, a._layout, fn, memory_config=memory_config)
+    if output_tensor is not None:
+        out_dtype = take_output(name, output_tensor, shape, out_dtype, a._layout, a, dtype is not None)
+    return run_op(name, [a, b], shape, out_dtype, a._layout, fn, memory_config=memory_config,
+                  output_tensor=output_tensor)
 
 
 def _named(op, name: str, doc: str):
@@ -47,7 +46,7 @@ def _named(op, name: str, doc: str):
     return op
 
 
-_BINARY_DOC = "ttnn.{}: elementwise, fp32 math, rounded to the output dtype. activations are not modelled."
+_BINARY_DOC = "ttnn.{}: elementwise, fp32 math (fused activations applied in fp32), rounded to the output dtype."
 
 
 def _binary(name: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], fast_default: bool | None):
@@ -57,17 +56,15 @@ def _binary(name: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                memory_config: MemoryConfig | None = None, output_tensor: Tensor | None = None, activations=(),
                input_tensor_a_activations=(), input_tensor_b_activations=(), sub_core_grids=None,
                sub_device_id=None) -> Tensor:
-            _unsupported(name, activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                         input_tensor_b_activations=input_tensor_b_activations)
-            return _run_binary(name, fn, input_tensor_a, input_tensor_b, dtype, memory_config)
+            math = fused(name, fn, activations, input_tensor_a_activations, input_tensor_b_activations)
+            return _run_binary(name, math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
     else:
         def op(input_tensor_a: Tensor, input_tensor_b, *, fast_and_approximate_mode: bool = fast_default,
                dtype: DataType | None = None, memory_config: MemoryConfig | None = None,
                output_tensor: Tensor | None = None, activations=(), input_tensor_a_activations=(),
                input_tensor_b_activations=(), sub_core_grids=None, sub_device_id=None) -> Tensor:
-            _unsupported(name, activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                         input_tensor_b_activations=input_tensor_b_activations)
-            return _run_binary(name, fn, input_tensor_a, input_tensor_b, dtype, memory_config)
+            math = fused(name, fn, activations, input_tensor_a_activations, input_tensor_b_activations)
+            return _run_binary(name, math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
     return _named(op, name, _BINARY_DOC.format(name))
 
 
@@ -77,27 +74,29 @@ def divide(input_tensor_a: Tensor, input_tensor_b, *, fast_and_approximate_mode:
            input_tensor_a_activations=(), input_tensor_b_activations=(), sub_core_grids=None,
            sub_device_id=None) -> Tensor:
     """ttnn.divide: elementwise, fp32 math (``rounding_mode`` None, "trunc" or "floor"), rounded to the output dtype."""
-    _unsupported("divide", activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                 input_tensor_b_activations=input_tensor_b_activations)
     if rounding_mode not in (None, "trunc", "floor"):
         raise TTFatal(f"divide: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    return _run_binary("divide", lambda a, b: torch.div(a, b, rounding_mode=rounding_mode), input_tensor_a,
-                       input_tensor_b, dtype, memory_config)
+    math = fused("divide", lambda a, b: torch.div(a, b, rounding_mode=rounding_mode), activations,
+                 input_tensor_a_activations, input_tensor_b_activations)
+    return _run_binary("divide", math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
 
 
 def maximum(input_tensor_a: Tensor, input_tensor_b, *, dtype: DataType | None = None,
             memory_config: MemoryConfig | None = None, output_tensor: Tensor | None = None, activations=(),
             input_tensor_a_activations=(), input_tensor_b_activations=()) -> Tensor:
     """ttnn.maximum: elementwise, fp32 math, rounded to the output dtype."""
-    _unsupported("maximum", activations=activations, input_tensor_a_activations=input_tensor_a_activations,
-                 input_tensor_b_activations=input_tensor_b_activations)
-    return _run_binary("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)),
-                       input_tensor_a, input_tensor_b, dtype, memory_config)
+    math = fused("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype)), activations,
+                 input_tensor_a_activations, input_tensor_b_activations)
+    return _run_binary("maximum", math, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor)
 
 
-def _run_unary(name: str, fn, input_tensor, memory_config) -> Tensor:
+def _run_unary(name: str, fn, input_tensor, memory_config, output_tensor=None) -> Tensor:
     x = require_device_tensor(name, "input_tensor", input_tensor)
-    return run_op(name, [x], x._shape, x._dtype, x._layout, fn, memory_config=memory_config)
+    dtype = x._dtype
+    if output_tensor is not None:
+        dtype = take_output(name, output_tensor, x._shape, dtype, x._layout, x, dtype_given=False)
+    return run_op(name, [x], x._shape, dtype, x._layout, fn, memory_config=memory_config,
+                  output_tensor=output_tensor)
 
 
 _UNARY_DOC = "ttnn.{}: elementwise, fp32 math, rounded to the input dtype."
@@ -109,11 +108,11 @@ def _unary(name: str, fn: Callable[[torch.Tensor], torch.Tensor], fast: bool = F
         def op(input_tensor: Tensor, *, fast_and_approximate_mode: bool = False,
                memory_config: MemoryConfig | None = None, output_tensor: Tensor | None = None,
                sub_core_grids=None) -> Tensor:
-            return _run_unary(name, fn, input_tensor, memory_config)
+            return _run_unary(name, fn, input_tensor, memory_config, output_tensor)
     else:
         def op(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None,
                output_tensor: Tensor | None = None, sub_core_grids=None) -> Tensor:
-            return _run_unary(name, fn, input_tensor, memory_config)
+            return _run_unary(name, fn, input_tensor, memory_config, output_tensor)
     return _named(op, name, _UNARY_DOC.format(name))
 
 
@@ -132,7 +131,7 @@ def sigmoid(input_tensor: Tensor, *, vector_mode: int = 4, mode: SigmoidMode = S
     """ttnn.sigmoid: elementwise, fp32 math, rounded to the input dtype (vector_mode 4 = all rows and columns)."""
     if vector_mode != 4:
         raise TTFatal(f"sigmoid: vector_mode={vector_mode!r} is not modelled by ttsim (only 4)")
-    return _run_unary("sigmoid", torch.sigmoid, input_tensor, memory_config)
+    return _run_unary("sigmoid", torch.sigmoid, input_tensor, memory_config, output_tensor)
 
 
 def softplus(input_tensor: Tensor, *, beta: float = 1.0, threshold: float = 20.0,
@@ -140,14 +139,14 @@ def softplus(input_tensor: Tensor, *, beta: float = 1.0, threshold: float = 20.0
              sub_core_grids=None) -> Tensor:
     """ttnn.softplus: ``log(1 + exp(beta x)) / beta``, linear above ``threshold``; fp32 math."""
     return _run_unary("softplus", lambda x: torch.nn.functional.softplus(x, beta=beta, threshold=threshold),
-                      input_tensor, memory_config)
+                      input_tensor, memory_config, output_tensor)
 
 
 def tanh(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None,
          output_tensor: Tensor | None = None, fast_and_approximate_mode: bool = False,
          sub_core_grids=None) -> Tensor:
     """ttnn.tanh: elementwise, fp32 math, rounded to the input dtype."""
-    return _run_unary("tanh", torch.tanh, input_tensor, memory_config)
+    return _run_unary("tanh", torch.tanh, input_tensor, memory_config, output_tensor)
 
 
 add = _binary("add", torch.add, fast_default=True)

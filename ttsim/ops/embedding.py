@@ -47,7 +47,6 @@ def embedding(
     require_same_device(op, {"input_tensor": ids, "weight": w})
     if ids._dtype not in (DataType.UINT32, DataType.BFLOAT16):
         raise TTFatal(f"{op}: input_tensor must be UINT32 (or BFLOAT16) token ids, got {_describe(ids)}")
-    require_layout(op, "input_tensor", ids, Layout.ROW_MAJOR)
     require_layout(op, "weight", w, Layout.ROW_MAJOR)
     if w._dtype not in (DataType.BFLOAT16, DataType.FLOAT32):
         raise TTFatal(f"{op}: weight must be BFLOAT16 or FLOAT32, got {_describe(w)}")

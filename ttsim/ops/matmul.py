@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from ..tensor import Tensor, _describe
-from ..types import DataType, Layout, MemoryConfig, TTFatal
-from .base import require_device_tensor, require_layout, require_same_device, run_op
+from ..types import TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
+from .base import require_device_tensor, require_layout, require_same_device, run_op, take_output
 
 
 def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
@@ -28,6 +29,15 @@ def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b:
     return (*batch, sa[-2], sb[-1])
 
 
+def _check_bias(op: str, bias: Tensor, n: int) -> None:
+    """ttnn's bias is one row broadcast over the output rows: ``[..., 1, N]`` or tile-padded
+    ``[..., 32, N]`` (only its first row is read, as the card's row broadcast does)."""
+    shape = list(bias._shape)
+    if len(shape) < 2 or shape[-1] != n or shape[-2] not in (1, TILE_SIZE) or any(d != 1 for d in shape[:-2]):
+        raise TTFatal(f"{op}: bias must be [1, {n}] (or tile-padded [32, {n}], first row used) with leading dims 1, "
+                      f"got {_describe(bias)}")
+
+
 def _mm(transpose_a: bool, transpose_b: bool):
     def math(x, w, bias=None):
         if transpose_a:
@@ -35,7 +45,7 @@ def _mm(transpose_a: bool, transpose_b: bool):
         if transpose_b:
             w = w.transpose(-1, -2)
         y = torch.matmul(x, w)
-        return y if bias is None else y + bias
+        return y if bias is None else y + bias.reshape(-1, bias.shape[-1])[0]
 
     return math
 
@@ -60,7 +70,7 @@ def matmul(
 ) -> Tensor:
     """Matrix product of two TILE-layout device tensors."""
     return _linear("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config,
-                   dtype, activation)
+                   dtype, activation, optional_output_tensor)
 
 
 def linear(
@@ -84,14 +94,15 @@ def linear(
     in0_column_offset=None,
 ) -> Tensor:
     """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
+    refuse_unmodelled("linear", in0_column_offset=in0_column_offset)
     return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,
-                   dtype, activation)
+                   dtype, activation, optional_output_tensor)
 
 
 _ACTIVATIONS = {None: None, "relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu}
 
 
-def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation) -> Tensor:
+def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation, output=None) -> Tensor:
     a = require_device_tensor(op, "input_tensor_a", a)
     b = require_device_tensor(op, "input_tensor_b", b)
     tensors = {"input_tensor_a": a, "input_tensor_b": b}
@@ -103,8 +114,14 @@ def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, acti
     if activation not in _ACTIVATIONS:
         raise TTFatal(f"{op}: activation must be one of {sorted(k for k in _ACTIVATIONS if k)}, got {activation!r}")
     shape = _matmul_shape(op, a, b, transpose_a, transpose_b)
+    if bias is not None:
+        _check_bias(op, tensors["bias"], shape[-1])
     base = _mm(transpose_a, transpose_b)
     act = _ACTIVATIONS[activation]
     math = base if act is None else (lambda *xs: act(base(*xs)))
     out_dtype = a._dtype if dtype is None else dtype
-    return run_op(op, list(tensors.values()), shape, out_dtype, Layout.TILE, math, memory_config=memory_config)
+    if output is not None:
+        out_dtype = take_output(op, output, shape, out_dtype, Layout.TILE, a, dtype is not None,
+                                name="optional_output_tensor")
+    return run_op(op, list(tensors.values()), shape, out_dtype, Layout.TILE, math, memory_config=memory_config,
+                  output_tensor=output)

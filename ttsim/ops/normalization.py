@@ -11,6 +11,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import require_device_tensor, require_layout, require_same_device, run_op
 
 _FLOATS = (DataType.BFLOAT16, DataType.FLOAT32, DataType.BFLOAT8_B)
@@ -106,6 +107,7 @@ def layer_norm(
     recip_tensor: Tensor | None = None,
 ) -> Tensor:
     """``(x - mean) / sqrt(var + epsilon) * weight + bias`` over the last dim (biased variance)."""
+    refuse_unmodelled("layer_norm", recip_tensor=recip_tensor)
     return _norm("layer_norm", "layer", input_tensor, epsilon, weight, bias, residual_input_tensor, memory_config)
 
 

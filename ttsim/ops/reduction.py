@@ -6,6 +6,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, DataType, Layout, MemoryConfig, TTFatal
+from .unmodelled import refuse_unmodelled
 from .base import (
     require_device_tensor,
     require_layout,
@@ -47,6 +48,8 @@ def argmax(
     if x._dtype not in (DataType.BFLOAT16, DataType.FLOAT32, DataType.INT32, DataType.UINT32):
         raise TTFatal(f"{op}: input_tensor must be BFLOAT16, FLOAT32, INT32 or UINT32, got {_describe(x)}")
     shape = list(x._shape)
+    if dim is None and 0 in shape or dim is not None and shape[_norm_dim(op, x, dim)] == 0:
+        raise TTFatal(f"{op}: cannot reduce over an empty dimension: input_tensor {_describe(x)}, dim={dim!r}")
     if dim is None:
         if x._layout != Layout.ROW_MAJOR:
             raise TTFatal(f"{op}: dim=None (reduce all) needs a ROW_MAJOR input_tensor, got {_describe(x)}")
@@ -99,6 +102,7 @@ def _reduce(name: str, fn):
         output_layout: Layout | None = None,
     ) -> Tensor:
         x = require_device_tensor(name, "input_tensor", input_tensor)
+        refuse_unmodelled(name, correction=correction)  # a variance correction: std/var only
         if x._dtype in INTEGER_TYPES and name == "mean":
             raise TTFatal(f"{name}: input_tensor must be a float tensor, got {_describe(x)}")
         rank = len(x._shape)
@@ -107,6 +111,8 @@ def _reduce(name: str, fn):
         else:
             dims = [dim] if isinstance(dim, int) else list(dim)
             dims = sorted({_norm_dim(name, x, d) for d in dims})
+        if name == "max" and any(x._shape[d] == 0 for d in dims):
+            raise TTFatal(f"{name}: cannot reduce over an empty dimension: input_tensor {_describe(x)}, dim={dim!r}")
         out_shape = [1 if i in dims else s for i, s in enumerate(x._shape)] if keepdim else \
             [s for i, s in enumerate(x._shape) if i not in dims]
         layout = x._layout if output_layout is None else output_layout
@@ -146,7 +152,7 @@ def max(  # noqa: A001 - ttnn's name
     fast_and_approximate_mode: bool = False,
 ) -> Tensor:
     """ttnn.max over ``dim`` (int, list, or None = all), times ``scalar``, in the input dtype."""
-    return _max(input_tensor, dim, keepdim, memory_config=memory_config, scalar=scalar)
+    return _max(input_tensor, dim, keepdim, memory_config=memory_config, scalar=scalar, correction=correction)
 
 
 def plus_one(input_tensor: Tensor, sub_core_grids=None, skip_negative_entries: bool = False) -> Tensor:

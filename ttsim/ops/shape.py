@@ -17,7 +17,7 @@ import math as _math
 import torch
 import torch.nn.functional as F
 
-from ..tensor import Tensor, _describe
+from ..tensor import Tensor, _describe, _storage_of, _unpad
 from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, require_same_device, run_inplace, run_op, storage
 
@@ -47,7 +47,26 @@ def _ints(op: str, name: str, values) -> list[int]:
     return out
 
 
+def _input(op: str, t) -> Tensor:
+    """A device tensor (checked live), or a host tensor (ops that ttnn runs on host too)."""
+    if isinstance(t, Tensor) and t._device is None:
+        if t._pending is not None and not t._pending.done:
+            t._pending.device.wait_command(t._pending)
+        if t._host is None:
+            raise TTFatal(f"{op}: input_tensor {_describe(t)} holds no data")
+        return t
+    return require_device_tensor(op, "input_tensor", t)
+
+
+def _host_op(x: Tensor, shape, fn) -> Tensor:
+    """Apply ``fn`` to a host tensor's logical values (per shard); same dtype and layout."""
+    host = [_storage_of(fn(_unpad(h, x._shape)), x._dtype, x._layout, 0.0) for h in x._host]
+    return Tensor._make(tuple(shape), x._dtype, x._layout, host=host)
+
+
 def _view_op(op: str, x: Tensor, shape, memory_config) -> Tensor:
+    if x._device is None:
+        return _host_op(x, shape, lambda v: v.reshape(shape))
     return run_op(op, [x], shape, x._dtype, x._layout, lambda v: v.reshape(shape), memory_config=memory_config)
 
 
@@ -63,7 +82,7 @@ def reshape(
 ) -> Tensor:
     """Same values in row-major order, new logical shape (one ``-1`` is inferred)."""
     op = "reshape"
-    x = require_device_tensor(op, "input_tensor", input_tensor)
+    x = _input(op, input_tensor)
     dims = _ints(op, "shape", shape)
     vol = x.logical_volume()
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
@@ -140,7 +159,7 @@ def slice(  # noqa: A001 - ttnn's name
     """``input_tensor[start0:end0:step0, ...]`` with one start/end(/step) per dim; ends are
     exclusive and clamp to the dim; negative starts/ends count from the end; steps > 0."""
     op = "slice"
-    x = require_device_tensor(op, "input_tensor", input_tensor)
+    x = _input(op, input_tensor)
     rank = len(x._shape)
     starts = _ints(op, "slice_start", slice_start)
     ends = _ints(op, "slice_end", slice_end)
@@ -151,18 +170,15 @@ def slice(  # noqa: A001 - ttnn's name
     if any(s <= 0 for s in steps):
         raise TTFatal(f"{op}: slice_step entries must be > 0, got {steps}")
     index, shape = [], []
-    for d, (s, e, st, size) in enumerate(zip(starts, ends, steps, x._shape)):
-        s = s + size if s < 0 else s
-        e = e + size if e < 0 else e
-        e = builtins.min(e, size)
-        if not 0 <= s < e:
-            raise TTFatal(f"{op}: dim {d}: slice_start {starts[d]} / slice_end {ends[d]} must satisfy 0 <= start < end "
-                          f"for size {size} in input_tensor {_describe(x)}")
-        index.append(builtins.slice(s, e, st))
-        shape.append(len(range(s, e, st)))
+    for s, e, st, size in zip(starts, ends, steps, x._shape):
+        picked = range(size)[builtins.slice(s, e, st)]  # Python's bounds: negatives count from the end, clamp
+        index.append(builtins.slice(picked.start, picked.stop, st))
+        shape.append(len(picked))
     if output_tensor is not None:
         raise TTFatal(f"{op}: output_tensor= is not modelled by ttsim; use the returned tensor")
     idx = tuple(index)
+    if x._device is None:
+        return _host_op(x, shape, lambda v: v[idx])
     return run_op(op, [x], shape, x._dtype, x._layout, lambda v: v[idx], memory_config=memory_config)
 
 

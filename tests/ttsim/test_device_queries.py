@@ -1,0 +1,78 @@
+"""Device queries tt-metal's tests make: the program cache (hits for the same program,
+new entries for new specs), core_grid and compute_with_storage_grid_size."""
+
+import torch
+
+import ttsim
+
+
+def _tile(x, device, dtype=ttsim.bfloat16):
+    return ttsim.from_torch(x, dtype=dtype, layout=ttsim.TILE_LAYOUT, device=device)
+
+
+def test_the_same_program_twice_is_one_cache_entry(device):
+    device.clear_program_cache()
+    a, b = _tile(torch.randn(32, 64), device), _tile(torch.randn(32, 64), device)
+    for _ in range(3):
+        ttsim.add(a, b)
+    assert device.num_program_cache_entries() == 1
+    ttsim.add(_tile(torch.randn(64, 64), device), _tile(torch.randn(64, 64), device))  # new shapes: new program
+    ttsim.add(a, b, dtype=ttsim.float32)  # new output dtype: new program
+    ttsim.multiply(a, b)  # another op
+    assert device.num_program_cache_entries() == 4
+    assert device.program_cache.hits == 2
+
+
+def test_sdpa_run_twice_compiles_once(device):
+    """tt-metal's test_sdpa_tt_with_program_cache idiom (host conversions are not programs)."""
+    device.clear_program_cache()
+    cfg = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=device.compute_with_storage_grid_size(),
+                                  q_chunk_size=32, k_chunk_size=32)
+    for seed in range(2):
+        g = torch.Generator().manual_seed(seed)
+        q, k, v = (_tile(torch.randn(1, 2, 64, 32, generator=g), device, ttsim.bfloat8_b) for _ in range(3))
+        ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(q, k, v, program_config=cfg))
+    assert device.num_program_cache_entries() == 1
+
+
+def test_disable_and_clear_empties_the_cache_until_enabled(device):
+    a = _tile(torch.randn(32, 32), device)
+    ttsim.neg(a)
+    assert device.num_program_cache_entries() >= 1
+    device.disable_and_clear_program_cache()
+    ttsim.neg(a)
+    assert device.num_program_cache_entries() == 0 and not device.program_cache_enabled
+    device.enable_program_cache()
+    ttsim.neg(a)
+    ttsim.neg(a)
+    assert device.num_program_cache_entries() == 1
+
+
+def test_core_grid_and_compute_grid_agree(device):
+    size = device.compute_with_storage_grid_size()
+    assert (size.x, size.y) == (13, 10)  # Blackhole p150a worker grid
+    assert device.core_grid == ttsim.CoreGrid(x=13, y=10)
+    assert device.core_grid.num_cores == 130 and repr(device.core_grid) == "ttnn.CoreGrid(x=13, y=10)"
+
+
+def test_core_grid_refuses_non_positive_sizes():
+    import pytest
+
+    with pytest.raises(ttsim.TTFatal, match=r"CoreGrid: y must be a positive int, got 0"):
+        ttsim.CoreGrid(x=8, y=0)
+
+
+def test_compute_kernel_config_is_built_as_tt_metal_builds_it(device):
+    """tt-metal tests build WormholeComputeKernelConfig and pass it to ops: a precision/placement
+    hint (ttsim/hints.py) that ttsim accepts and computes in fp32 regardless."""
+    import pytest
+
+    cfg = ttsim.WormholeComputeKernelConfig(math_fidelity=ttsim.MathFidelity.HiFi2, math_approx_mode=False,
+                                            fp32_dest_acc_en=True, packer_l1_acc=False,
+                                            throttle_level=ttsim.ThrottleLevel.LEVEL_1)
+    assert (cfg.math_fidelity, cfg.fp32_dest_acc_en, cfg.throttle_level) == (
+        ttsim.MathFidelity.HiFi2, True, ttsim.ThrottleLevel.LEVEL_1)
+    a = _tile(torch.randn(32, 32), device)
+    assert torch.equal(ttsim.to_torch(ttsim.matmul(a, a, compute_kernel_config=cfg)), ttsim.to_torch(ttsim.matmul(a, a)))
+    with pytest.raises(ttsim.TTFatal, match=r"math_fidelity must be a ttnn.MathFidelity"):
+        ttsim.WormholeComputeKernelConfig(math_fidelity="HiFi4")

@@ -1,0 +1,113 @@
+"""The keyword rule (ttsim/hints.py): every optional parameter of every public ttsim op is
+either a documented hint that cannot change values, or some test (or model code the tests
+run) passes it -- to check the value it produces, or to check that ttsim refuses it.
+Nothing is accepted and then ignored without a test noticing."""
+
+import ast
+import inspect
+import pathlib
+
+import ttsim
+from ttsim import hints
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCANNED = ("tests", "model")
+
+
+def _public_ops():
+    ops = {}
+    for prefix, module in (("", ttsim), ("transformer.", ttsim.transformer), ("experimental.", ttsim.experimental)):
+        for name in dir(module):
+            obj = getattr(module, name)
+            if name.startswith("_") or not callable(obj) or inspect.isclass(obj):
+                continue
+            if getattr(obj, "__module__", "").startswith("ttsim") and path_ok(prefix + name):
+                ops[prefix + name] = obj
+    return ops
+
+
+def path_ok(path: str) -> bool:
+    return path not in ttsim.EXTENSIONS
+
+
+def _calls():
+    """(called name, ast.Call) for ``x.name(...)`` calls, and for ``getattr(x, s)(...)`` calls
+    every string constant ``s`` of the module (parametrized op names); ``**kwargs`` counts as
+    every key the module spells in a dict."""
+    out = []
+    for folder in SCANNED:
+        for f in (ROOT / folder).rglob("*.py"):
+            tree = ast.parse(f.read_text())
+            strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            spread = _spread_keys(tree)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                if any(k.arg is None for k in node.keywords):  # f(**kwargs): the module's dict keys
+                    node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
+                fn = node.func
+                if isinstance(fn, ast.Attribute):
+                    out.append((fn.attr, node))
+                elif isinstance(fn, ast.Call) and isinstance(fn.func, ast.Name) and fn.func.id == "getattr":
+                    out.extend((s, node) for s in strings)
+    return out
+
+
+def _spread_keys(tree) -> set[str]:
+    """Keys of ``dict(k=...)`` calls and ``{"k": ...}`` literals: what ``**kwargs`` may pass."""
+    keys = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "dict":
+            keys |= {k.arg for k in n.keywords if k.arg}
+        elif isinstance(n, ast.Dict):
+            keys |= {k.value for k in n.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return keys
+
+
+def _passes(call: ast.Call, index: int, param: inspect.Parameter) -> bool:
+    if any(k.arg == param.name for k in call.keywords):
+        return True
+    positional = param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+    return positional and len(call.args) > index and not any(isinstance(a, ast.Starred) for a in call.args)
+
+
+def _unaccounted():
+    by_name = {}
+    for name, call in _calls():
+        by_name.setdefault(name, []).append(call)
+    missing = []
+    for path, fn in sorted(_public_ops().items()):
+        calls = by_name.get(path.rsplit(".", 1)[-1], [])
+        for i, p in enumerate(inspect.signature(fn).parameters.values()):
+            if p.default is inspect.Parameter.empty or hints.hint(path, p.name):
+                continue
+            if not any(_passes(c, i, p) for c in calls):
+                missing.append(f"{path}({p.name}=)")
+    return missing
+
+
+def test_every_optional_keyword_is_exercised_refused_or_a_documented_hint():
+    missing = _unaccounted()
+    assert not missing, (
+        f"{len(missing)} keyword(s) accepted with no test passing them and no hint entry in ttsim/hints.py:\n  "
+        + "\n  ".join(missing))
+
+
+def test_hint_entries_name_real_parameters():
+    """A hint for a parameter no op has is stale (it would hide nothing, but misleads)."""
+    ops = _public_ops()
+    params = {p for fn in ops.values() for p in inspect.signature(fn).parameters}
+    assert not set(hints.ANY_OP) - params, set(hints.ANY_OP) - params
+    for op, entries in hints.PER_OP.items():
+        assert op in ops, op
+        assert set(entries) <= set(inspect.signature(ops[op]).parameters), (op, set(entries))
+
+
+def test_the_rule_catches_an_unexercised_keyword(monkeypatch):
+    """Negative control: a new op with an optional keyword nobody passes is reported."""
+    def brand_new_op(input_tensor, *, secret_knob=3):
+        return input_tensor
+
+    brand_new_op.__module__ = "ttsim.ops.fake"
+    monkeypatch.setattr(ttsim, "brand_new_op", brand_new_op, raising=False)
+    assert "brand_new_op(secret_knob=)" in _unaccounted()

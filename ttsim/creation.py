@@ -1,0 +1,88 @@
+"""ttnn.as_tensor: from_torch with an on-disk cache (``cache_file_name``), as tt-metal's models
+load weights. The cache file is ttsim's own format (a torch-saved dict of the host storage),
+named as ttnn names it: ``{cache_file_name}_dtype_{DTYPE}_layout_{LAYOUT}.tensorbin``."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import pathlib
+import uuid
+
+import torch
+
+from .tensor import Tensor, from_torch, to_device
+from .types import DataType, Layout, MemoryConfig, TTFatal, _tt_enum
+
+log = logging.getLogger("ttsim")
+_FORMAT = "ttsim-tensorbin-1"
+
+
+@_tt_enum
+class DumpTensorMode(enum.Enum):
+    """ttnn.DumpTensorMode: how a multi-host cache miss writes the file (ttsim is one host)."""
+
+    DISTRIBUTED_GATHER = 0
+    LOCAL = 1
+
+
+def as_tensor(
+    tensor: torch.Tensor,
+    dtype: DataType | None = None,
+    *,
+    layout: Layout = Layout.ROW_MAJOR,
+    device=None,
+    memory_config: MemoryConfig | None = None,
+    cache_file_name: str | os.PathLike | None = None,
+    preprocess=None,
+    mesh_mapper=None,
+    cache_dump_mode: DumpTensorMode = DumpTensorMode.DISTRIBUTED_GATHER,
+) -> Tensor:
+    """``from_torch(preprocess(tensor), ...)``, cached on disk when ``cache_file_name`` is given:
+    a hit loads the stored (already converted) tensor and never calls ``preprocess``."""
+    if device is not None and memory_config is None:
+        raise TTFatal("as_tensor: memory_config must be specified when device is specified")
+    if not isinstance(cache_dump_mode, DumpTensorMode):
+        raise TTFatal(f"as_tensor: cache_dump_mode must be a ttnn.DumpTensorMode, got {cache_dump_mode!r}")
+
+    def convert(on_device):
+        src = preprocess(tensor) if preprocess else tensor
+        return from_torch(src, dtype=dtype, layout=layout, mesh_mapper=mesh_mapper, memory_config=memory_config,
+                          device=on_device)
+
+    if cache_file_name is None:
+        return convert(device)
+    dtype_name = dtype.name if dtype is not None else "None"
+    layout_name = layout.name if layout is not None else "None"
+    path = pathlib.Path(f"{cache_file_name}_dtype_{dtype_name}_layout_{layout_name}.tensorbin")
+    host = _load(path) if path.is_file() else None
+    if host is None:
+        host = convert(None)
+        _dump(path, host)
+    return host if device is None else to_device(host, device, memory_config=memory_config)
+
+
+def _dump(path: pathlib.Path, t: Tensor) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")  # readers never see half a file
+    record = {"format": _FORMAT, "shape": list(t._shape), "dtype": t._dtype.name, "layout": t._layout.name,
+              "shards": t._host}
+    try:
+        torch.save(record, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _load(path: pathlib.Path) -> Tensor | None:
+    """The cached tensor, or None (and a warning, as ttnn logs) if the file is not a ttsim cache."""
+    try:
+        record = torch.load(path, weights_only=True)
+        if record.get("format") != _FORMAT:
+            raise ValueError(f"not a {_FORMAT} file")
+        return Tensor._make(record["shape"], DataType[record["dtype"]], Layout[record["layout"]],
+                            host=list(record["shards"]))
+    except Exception as exc:  # noqa: BLE001 - any unreadable cache is regenerated, as ttnn does
+        log.warning("Failed to load cache for %s: %s", path, exc)
+        return None

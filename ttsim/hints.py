@@ -1,0 +1,94 @@
+"""The keyword rule: every keyword a ttsim op accepts either changes the result the way the
+real op does (and a test exercises it), is refused with a TT_FATAL when set to what ttsim
+cannot honour, or is listed here as a placement / performance / precision hint that cannot
+change values in ttsim. Nothing is accepted and silently ignored.
+
+tests/ttsim/test_keyword_rule.py walks every public op's parameters and fails on any that
+is neither listed here nor passed by some test or model call.
+"""
+
+from __future__ import annotations
+
+#: Keywords that are hints for every op that has them: where a result lives or how the
+#: kernel is scheduled, never which values it holds.
+ANY_OP: dict[str, str] = {
+    "memory_config": "placement (DRAM/L1, interleaved/sharded) of the output; validated, values unchanged",
+    "intermediate_memory_config": "placement of a CCL's intermediate buffer",
+    "compute_kernel_config": "math fidelity / fp32 accumulation: ttsim always accumulates in fp32 "
+                             "(card results stay within tt-metal's PCC/RMSE bars)",
+    "program_config": "core grid and blocking of the kernel (SDPA: chunk sizes, which only reorder fp32 sums)",
+    "core_grid": "which cores run the op",
+    "sub_core_grids": "which cores run the op",
+    "sub_device_id": "which sub-device's cores run the op",
+    "subdevice_id": "which sub-device's cores run the op",
+    "sub_device_ids": "which sub-devices a synchronisation covers (ttsim has one sub-device)",
+    "global_cb": "a global circular buffer used by the prefetcher: data movement only",
+    "prefetcher_pipes": "prefetcher routing: data movement only",
+    "output_tile": "tile shape of the output's storage; logical values unchanged",
+    "fast_and_approximate_mode": "precision hint: ttsim computes the accurate result (a card's "
+                                 "approximation stays within tt-metal's bars)",
+    "num_links": "ethernet links a CCL uses: bandwidth only",
+    "topology": "ring or linear routing of a CCL: the reduced/gathered values are the same",
+    "chunks_per_sync": "CCL pipelining granularity",
+    "num_workers_per_link": "CCL worker cores per link",
+    "num_buffers_per_channel": "CCL buffering depth",
+    "use_l1_small_for_semaphores": "where CCL semaphores live",
+    "enable_secondary_dm": "uses a second data-movement core: speed only",
+    "use_multicore": "multi-core kernel selection: speed only",
+    "dispatch_core_config": "which cores dispatch commands",
+    "use_low_perf": "a slower kernel that uses less L1: speed only",
+    "cache_dump_mode": "how a multi-host cache miss writes the file; ttsim is one host and writes it whole",
+    "worker_l1_size": "size of worker L1 (0 = hardware default)",
+}
+
+#: Op-specific hints, keyed by the op's path below ``ttsim`` (as EXTENSIONS is).
+PER_OP: dict[str, dict[str, str]] = {
+    "sigmoid": {"mode": "SigmoidMode accuracy choice: ttsim computes the accurate sigmoid in every mode"},
+    "transformer.chunk_gated_delta_rule": {
+        "wy_inverse": "algorithm for the chunk's WY inverse (AUTO/...): same values up to rounding",
+        "eye": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
+        "tril": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
+        "ones": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
+        "masks": "precomputed constant helper tensors for the card's kernel; ttsim builds its own",
+    },
+    "softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "softmax_in_place": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "scale_mask_softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "scale_mask_softmax_in_place": {
+        "numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
+    "from_torch": {
+        "preserve_nan_values": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",
+        "enable_bfloat_opt": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",
+    },
+    "deallocate": {"force": "frees even if other views share the buffer; ttsim tensors never share"},
+    "open_device": {
+        "l1_small_size": "size of the L1-small region (validated)",
+        "trace_region_size": "size of the trace region (validated)",
+    },
+    "open_mesh_device": {
+        "l1_small_size": "size of the L1-small region (validated)",
+        "trace_region_size": "size of the trace region (validated)",
+    },
+    "to_torch": {"device": "device used to untilize on a card; the host result is the same"},
+    "reshape": {
+        "pad_value": "fills tile padding only; logical values unchanged (ttsim's device padding reads as 0)",
+        "reshape_tile_mode": "program-cache policy for the tile reshape map: speed only",
+        "skip_padding_fill": "skips filling tile padding: logical values unchanged",
+    },
+    "set_fabric_config": {
+        "reliability_mode": "how strictly the fabric initialises its links; collectives' values unchanged",
+        "num_planes": "ethernet planes the fabric routes over: bandwidth only",
+        "fabric_tensix_config": "whether tensix cores help move fabric traffic: speed only",
+        "fabric_udm_mode": "fabric unified-datamovement mode: data movement only",
+        "fabric_manager_mode": "who manages the fabric (host or firmware): control only",
+        "router_config": "fabric router tuning: speed only",
+    },
+    "permute": {"pad_value": "fills tile padding only; logical values unchanged"},
+    "slice": {"pad_value": "fills tile padding only; logical values unchanged"},
+    "transpose": {"pad_value": "fills tile padding only; logical values unchanged"},
+}
+
+
+def hint(op: str, param: str) -> str | None:
+    """Why ``param`` of ``op`` cannot change values, or None if it must change them (or be refused)."""
+    return PER_OP.get(op, {}).get(param) or ANY_OP.get(param)

@@ -1,0 +1,130 @@
+"""ttnn's unary activations as fusable ops: UnaryOpType, UnaryWithParam, and the math ttsim
+applies for the ``activations`` / ``input_tensor_a_activations`` / ``input_tensor_b_activations``
+of binary ops (tt_transformers' MLP: ``mul(w1, w3, input_tensor_a_activations=[SILU])``)."""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..types import TTFatal, _tt_enum
+
+
+@_tt_enum
+class UnaryOpType(enum.Enum):
+    """ttnn.UnaryOpType: the members ttsim can fuse (values as in ttnn 0.81.1)."""
+
+    EXP = 0
+    RECIP = 1
+    GELU = 2
+    GELU_TANH = 3
+    RELU = 4
+    SQRT = 5
+    SIGMOID = 6
+    LOG = 7
+    TANH = 9
+    SIN = 12
+    COS = 13
+    ABS = 16
+    SQUARE = 19
+    LEAKY_RELU = 30
+    ELU = 31
+    RSQRT = 39
+    RELU6 = 40
+    ERF = 44
+    SOFTPLUS = 59
+    SILU = 58
+    IDENTITY = 60
+    NEG = 61
+
+
+_NO_PARAM: dict[UnaryOpType, Callable[[torch.Tensor], torch.Tensor]] = {
+    UnaryOpType.EXP: torch.exp,
+    UnaryOpType.RECIP: torch.reciprocal,
+    UnaryOpType.GELU: F.gelu,
+    UnaryOpType.GELU_TANH: lambda x: F.gelu(x, approximate="tanh"),
+    UnaryOpType.RELU: torch.relu,
+    UnaryOpType.SQRT: torch.sqrt,
+    UnaryOpType.SIGMOID: torch.sigmoid,
+    UnaryOpType.LOG: torch.log,
+    UnaryOpType.TANH: torch.tanh,
+    UnaryOpType.SIN: torch.sin,
+    UnaryOpType.COS: torch.cos,
+    UnaryOpType.ABS: torch.abs,
+    UnaryOpType.SQUARE: torch.square,
+    UnaryOpType.RSQRT: torch.rsqrt,
+    UnaryOpType.RELU6: F.relu6,
+    UnaryOpType.ERF: torch.erf,
+    UnaryOpType.SOFTPLUS: F.softplus,
+    UnaryOpType.SILU: F.silu,
+    UnaryOpType.IDENTITY: lambda x: x,
+    UnaryOpType.NEG: torch.neg,
+}
+_ONE_PARAM: dict[UnaryOpType, Callable[[torch.Tensor, float], torch.Tensor]] = {
+    UnaryOpType.LEAKY_RELU: lambda x, p: F.leaky_relu(x, p),
+    UnaryOpType.ELU: lambda x, p: F.elu(x, p),
+}
+
+
+class UnaryWithParam:
+    """ttnn.UnaryWithParam(op) or UnaryWithParam((op, param)): one fused activation."""
+
+    def __init__(self, arg, /):
+        op, params = (arg[0], tuple(float(p) for p in arg[1:])) if isinstance(arg, tuple) else (arg, ())
+        if not isinstance(op, UnaryOpType):
+            raise TTFatal(f"UnaryWithParam: expected a ttnn.UnaryOpType, got {op!r}")
+        self.op_type = op
+        self.params = list(params)
+
+    def __repr__(self) -> str:
+        return f"UnaryWithParam({self.op_type!r}, {self.params})"
+
+
+def _one(name: str, where: str, act) -> Callable[[torch.Tensor], torch.Tensor]:
+    item = act if isinstance(act, UnaryWithParam) else UnaryWithParam(act) if isinstance(act, (UnaryOpType, tuple)) \
+        else None
+    if item is None:
+        raise TTFatal(f"{name}: {where} entries must be ttnn.UnaryOpType or ttnn.UnaryWithParam, got {act!r}")
+    op, params = item.op_type, item.params
+    if op in _NO_PARAM and not params:
+        return _NO_PARAM[op]
+    if op in _ONE_PARAM and len(params) == 1:
+        p = params[0]
+        return lambda x: _ONE_PARAM[op](x, p)
+    raise TTFatal(f"{name}: {where}: {op!r} with params {params} is not modelled by ttsim")
+
+
+def chain(name: str, where: str, acts) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The composition of ``acts`` (applied in order), validated at the call; None if empty."""
+    fns = [_one(name, where, a) for a in (acts or ())]
+    if not fns:
+        return None
+
+    def apply(x):
+        for fn in fns:
+            x = fn(x)
+        return x
+
+    return apply
+
+
+def fused(name: str, fn, activations, a_activations, b_activations):
+    """``fn(a, b)`` with ttnn's fused activations: on a, on b (tensor operands), on the result."""
+    post = chain(name, "activations", activations)
+    pre_a = chain(name, "input_tensor_a_activations", a_activations)
+    pre_b = chain(name, "input_tensor_b_activations", b_activations)
+    if post is None and pre_a is None and pre_b is None:
+        return fn
+
+    def math(a, b):
+        if pre_a is not None:
+            a = pre_a(a)
+        if pre_b is not None and isinstance(b, torch.Tensor):
+            b = pre_b(b)
+        y = fn(a, b)
+        return y if post is None else post(y)
+
+    return math

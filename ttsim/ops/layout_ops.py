@@ -1,0 +1,176 @@
+"""Tensor layout and placement ops: tilize / untilize (and their padding forms),
+to_memory_config, experimental.view, is_tensor_storage_on_device; ttnn.Tile."""
+
+from __future__ import annotations
+
+import math as _math
+
+import torch.nn.functional as F
+
+from ..tensor import Tensor, _describe
+from ..types import BLOCK_FLOATS, TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
+from .base import require_device_tensor, require_layout, run_op, take_output
+
+
+class Tile:
+    """ttnn.Tile: a tile shape. ttsim stores every TILE tensor in 32x32 tiles; ops refuse others."""
+
+    def __init__(self, tile_shape, transpose_tile: bool = False):
+        self._shape = [int(d) for d in tile_shape]
+        if len(self._shape) != 2:
+            raise TTFatal(f"Tile: tile_shape must be [height, width], got {tile_shape!r}")
+        self.transpose_tile = bool(transpose_tile)
+
+    @property
+    def tile_shape(self) -> list[int]:
+        return list(self._shape)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Tile) and (self._shape, self.transpose_tile) == (other._shape, other.transpose_tile)
+
+    def __hash__(self) -> int:
+        return hash((tuple(self._shape), self.transpose_tile))
+
+    def __repr__(self) -> str:
+        return f"Tile with shape: [{self._shape[0]}, {self._shape[1]}]"
+
+
+_STANDARD_TILE = Tile([TILE_SIZE, TILE_SIZE])
+
+
+def _standard_tile(op: str, tile) -> None:
+    if tile is not None and tile != _STANDARD_TILE:
+        raise TTFatal(f"{op}: tile={tile!r} is not modelled by ttsim (only 32x32 tiles)")
+
+
+def _out_dtype(op: str, x: Tensor, dtype) -> DataType:
+    out = x._dtype if dtype is None else dtype
+    if not isinstance(out, DataType):
+        raise TTFatal(f"{op}: dtype must be a ttnn DataType, got {dtype!r}")
+    return out
+
+
+def tilize(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None, dtype: DataType | None = None,
+           use_multicore: bool = True, use_low_perf: bool = False, tile: Tile = _STANDARD_TILE,
+           sub_core_grids=None) -> Tensor:
+    """ROW_MAJOR -> TILE on the device; the last two dims must already be tile multiples
+    (use tilize_with_zero_padding / tilize_with_val_padding otherwise)."""
+    op = "tilize"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    require_layout(op, "input_tensor", x, Layout.ROW_MAJOR)
+    _standard_tile(op, tile)
+    shape = list(x._shape)
+    if len(shape) < 2 or shape[-1] % TILE_SIZE or shape[-2] % TILE_SIZE:
+        raise TTFatal(f"{op}: input_tensor's last two dims must be multiples of {TILE_SIZE}, got {_describe(x)}; "
+                      f"use tilize_with_zero_padding")
+    return run_op(op, [x], shape, _out_dtype(op, x, dtype), Layout.TILE, lambda v: v, memory_config=memory_config)
+
+
+def tilize_with_zero_padding(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None,
+                             output_dtype: DataType | None = None, use_multicore: bool = True,
+                             sub_core_grids=None) -> Tensor:
+    """ROW_MAJOR -> TILE, the tile padding of the last two dims filled with 0 (logical shape kept)."""
+    op = "tilize_with_zero_padding"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    require_layout(op, "input_tensor", x, Layout.ROW_MAJOR)
+    return run_op(op, [x], x._shape, _out_dtype(op, x, output_dtype), Layout.TILE, lambda v: v,
+                  memory_config=memory_config)
+
+
+def tilize_with_val_padding(input_tensor: Tensor, output_tensor_shape, pad_value, *,
+                            memory_config: MemoryConfig | None = None, dtype: DataType | None = None,
+                            use_multicore: bool = True, sub_core_grids=None) -> Tensor:
+    """ROW_MAJOR -> TILE padded up to ``output_tensor_shape`` with ``pad_value`` (the result has
+    that shape; the added elements hold ``pad_value``)."""
+    op = "tilize_with_val_padding"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    require_layout(op, "input_tensor", x, Layout.ROW_MAJOR)
+    want = [int(d) for d in output_tensor_shape]
+    have = list(x._shape)
+    if len(want) != len(have) or any(w < h for w, h in zip(want, have)):
+        raise TTFatal(f"{op}: output_tensor_shape {want} must have input_tensor's rank and be >= its shape {have}")
+    if len(want) < 2 or want[-1] % TILE_SIZE or want[-2] % TILE_SIZE:
+        raise TTFatal(f"{op}: output_tensor_shape {want} must have tile-multiple last two dims")
+    value = float(pad_value)
+
+    def math(v):
+        pads = []
+        for h, w in zip(reversed(have), reversed(want)):
+            pads += [0, w - h]
+        return F.pad(v, pads, value=value)
+
+    return run_op(op, [x], want, _out_dtype(op, x, dtype), Layout.TILE, math, memory_config=memory_config)
+
+
+def untilize(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None, use_multicore: bool = True,
+             sub_core_grids=None) -> Tensor:
+    """TILE -> ROW_MAJOR on the device (bfloat8_b/bfloat4_b come out as bfloat16)."""
+    op = "untilize"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    require_layout(op, "input_tensor", x, Layout.TILE)
+    dtype = DataType.BFLOAT16 if x._dtype in BLOCK_FLOATS else x._dtype
+    return run_op(op, [x], x._shape, dtype, Layout.ROW_MAJOR, lambda v: v, memory_config=memory_config)
+
+
+def untilize_with_unpadding(input_tensor: Tensor, output_tensor_end, *, memory_config: MemoryConfig | None = None,
+                            use_multicore: bool = True, sub_core_grids=None) -> Tensor:
+    """TILE -> ROW_MAJOR keeping indices ``0..output_tensor_end[i]`` (inclusive) of each dim."""
+    op = "untilize_with_unpadding"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    require_layout(op, "input_tensor", x, Layout.TILE)
+    end = [int(e) for e in output_tensor_end]
+    if len(end) != len(x._shape) or any(not 0 <= e < s for e, s in zip(end, x._shape)):
+        raise TTFatal(f"{op}: output_tensor_end {end} must hold one index per dim inside input_tensor {_describe(x)}")
+    shape = [e + 1 for e in end]
+    dtype = DataType.BFLOAT16 if x._dtype in BLOCK_FLOATS else x._dtype
+    return run_op(op, [x], shape, dtype, Layout.ROW_MAJOR, lambda v: v[tuple(slice(0, n) for n in shape)],
+                  memory_config=memory_config)
+
+
+def to_memory_config(tensor: Tensor, memory_config: MemoryConfig, dtype: DataType | None = None,
+                     output_tensor: Tensor | None = None) -> Tensor:
+    """Move a device tensor to ``memory_config`` (DRAM/L1, interleaved/sharded), optionally
+    converting its dtype; the same tensor back if nothing changes."""
+    op = "to_memory_config"
+    x = require_device_tensor(op, "tensor", tensor)
+    if not isinstance(memory_config, MemoryConfig):
+        raise TTFatal(f"{op}: memory_config must be a ttnn.MemoryConfig, got {memory_config!r}")
+    out_dtype = _out_dtype(op, x, dtype)
+    if out_dtype in BLOCK_FLOATS and x._layout != Layout.TILE:
+        raise TTFatal(f"{op}: {out_dtype!r} requires a TILE_LAYOUT tensor, got {_describe(x)}")
+    if output_tensor is not None:
+        out_dtype = take_output(op, output_tensor, x._shape, out_dtype, x._layout, x, dtype is not None)
+    elif memory_config == x._memory_config and out_dtype == x._dtype:
+        return x
+    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config,
+                  output_tensor=output_tensor)
+
+
+def is_tensor_storage_on_device(tensor: Tensor) -> bool:
+    if not isinstance(tensor, Tensor):
+        raise TTFatal(f"is_tensor_storage_on_device: expected a ttnn.Tensor, got {type(tensor).__name__}")
+    return tensor._device is not None
+
+
+def view(input_tensor: Tensor, shape) -> Tensor:
+    """experimental.view: a reshape that must not move data. ttnn allows it when the last dim is
+    unchanged (ROW_MAJOR), or the last two dims are unchanged or tile-aligned (TILE); ttsim
+    returns a reshaped copy with those checks. (The ``view(t, N, C, H, W)`` overload is not mirrored.)"""
+    op = "view"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    dims = [int(d) for d in shape]
+    if _math.prod(dims) != x.logical_volume() or any(d < 0 for d in dims):
+        raise TTFatal(f"{op}: shape {dims} does not hold the {x.logical_volume()} elements of {_describe(x)}")
+    old = list(x._shape)
+    if x._layout == Layout.ROW_MAJOR:
+        ok = dims[-1:] == old[-1:]
+    else:
+        ok = dims[-2:] == old[-2:] or (dims[-1] == old[-1] and dims[-1] % TILE_SIZE == 0
+                                        and dims[-2] % TILE_SIZE == 0 and old[-2] % TILE_SIZE == 0)
+    if not ok:
+        raise TTFatal(f"{op}: {list(old)} -> {dims} would move data in {x._layout!r}; use ttnn.reshape")
+    return run_op(op, [x], dims, x._dtype, x._layout, lambda v: v.reshape(dims))
+
+
+__all__ = ["Tile", "tilize", "tilize_with_zero_padding", "tilize_with_val_padding", "untilize",
+           "untilize_with_unpadding", "to_memory_config", "is_tensor_storage_on_device", "view"]

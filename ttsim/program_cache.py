@@ -1,0 +1,41 @@
+"""The program cache of a device, modelled honestly: an op dispatched with the same program
+key as an earlier one (op, input and output tensor specs: shapes, dtypes, layouts, memory
+configs) reuses that program; anything else compiles a new entry. tt-metal's tests assert
+``device.num_program_cache_entries()`` after running an op twice; this is what they count.
+
+Not modelled: attributes that change a real program without changing any tensor spec
+(e.g. a different scalar operand of the same shapes counts as a hit here).
+"""
+
+from __future__ import annotations
+
+
+def spec(t) -> tuple:
+    """The part of a tensor a compiled program depends on (never its address or values)."""
+    return (tuple(t._shape), t._dtype.name, t._layout.name, repr(t._memory_config))
+
+
+class ProgramCache:
+    def __init__(self):
+        self.enabled = True
+        self._entries: set[tuple] = set()
+        self.hits = 0
+        self.misses = 0
+
+    def dispatch(self, op: str, inputs, outputs) -> None:
+        """Record one dispatch of ``op`` (host side, at the call)."""
+        if not self.enabled:
+            self.misses += 1
+            return
+        key = (op, tuple(spec(t) for t in inputs), tuple(spec(t) for t in outputs))
+        if key in self._entries:
+            self.hits += 1
+        else:
+            self._entries.add(key)
+            self.misses += 1
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
