@@ -31,16 +31,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PER_BACKEND = textwrap.dedent("""
     VALUE = {"a": [1, 2, 3], "b": {"tokens": [4, 5]}}
 
-    def test_a(snapshot, snapshot_backend):
+    # device tests (they take ttnn): a --hil session runs only those
+    def test_a(ttnn, snapshot, snapshot_backend):
         assert VALUE["a"] == snapshot(name=snapshot_backend)
 
-    def test_b(snapshot, snapshot_backend):
+    def test_b(ttnn, snapshot, snapshot_backend):
         assert VALUE["b"] == snapshot(name=snapshot_backend)
 """)
 
 
+FAKE_TTNN = os.path.join(ROOT, "tests", "hil", "fake_ttnn")  # ttsim posing as the real package
+
+
 def _pytest(tmp_path, *args):
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": ROOT}
+    """An inner pytest; a --hil run goes to the stand-in cards (a real --hil run without a card
+    refuses before any test, so it could not show the snapshot behaviour)."""
+    path = os.pathsep.join([FAKE_TTNN, ROOT]) if "--hil" in args else ROOT
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path,
+           "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
 
@@ -103,8 +111,8 @@ def test_update_keeps_the_snapshots_of_tests_that_failed(tmp_path):
     ambr = tmp_path / "__snapshots__" / "test_goldens.ambr"
     assert _pytest(tmp_path, "--snapshot-update", "test_goldens.py").returncode == 0
     before = _entries(ambr)
-    test.write_text(PER_BACKEND.replace("def test_b(snapshot, snapshot_backend):\n",
-                                        "def test_b(snapshot, snapshot_backend):\n    assert False, 'its check'\n"))
+    test.write_text(PER_BACKEND.replace("def test_b(ttnn, snapshot, snapshot_backend):\n",
+                                        "def test_b(ttnn, snapshot, snapshot_backend):\n    assert False, 'its check'\n"))
     out = _pytest(tmp_path, "-n", "2", "--snapshot-update", "test_goldens.py")
     assert out.returncode == 1 and "its check" in out.stdout
     assert _entries(ambr) == before, "--snapshot-update deleted the snapshot of a failed test"
