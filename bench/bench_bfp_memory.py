@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -26,18 +25,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def _status(key: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(key)
-
-
 def _child(case: str, dtype_name: str, n: int) -> dict:
     import torch
 
     torch.set_num_threads(1)
     import ttsim
+    from bench.record import peak_rss
 
     dtype = getattr(ttsim, dtype_name)
     cols = 1024
@@ -47,24 +40,20 @@ def _child(case: str, dtype_name: str, n: int) -> dict:
     src = ttsim.from_torch(x, dtype=dtype, layout=ttsim.TILE_LAYOUT, device=dev) if case == "read" else None
     if src is not None:
         ttsim.synchronize_device(dev)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        method = "VmHWM after clear_refs"
-    except OSError:
-        method = "ru_maxrss"
-    base = _status("VmRSS")
-    if case == "read":
-        out = ttsim.to_torch(src)
-    else:
+
+    def convert():
+        if case == "read":
+            return ttsim.to_torch(src)
         out = ttsim.from_torch(x, dtype=dtype, layout=ttsim.TILE_LAYOUT, device=dev)
         if dev is not None:
             ttsim.synchronize_device(dev)
-    peak = _status("VmHWM") if method != "ru_maxrss" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    del out
+        return out
+
+    measured = peak_rss(convert)
+    del measured["result"]
     if dev is not None:
         ttsim.close_device(dev)
-    return {"peak_bytes": max(0, peak - base), "method": method}
+    return measured
 
 
 def main(argv=None) -> int:

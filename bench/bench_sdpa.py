@@ -31,7 +31,6 @@ import json
 import math
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -75,29 +74,14 @@ def runner(name: str, q, k, v, qc: int, kc: int):
 # ----------------------------------------------------------------------------- memory (child)
 
 
-def _status(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(key)
-
-
 def child_peak(name: str, s: int, qc: int, kc: int, threads: int) -> dict:
+    from bench.record import peak_rss
+
     torch.set_num_threads(threads)
     q, k, v = make_inputs(s)
     runner(name, *(t[:, :, :256] for t in (q, k, v)), qc, kc)()  # warm lazy inits / thread pool
-    run = runner(name, q, k, v, qc, kc)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        method = "VmHWM after clear_refs"
-    except OSError:
-        method = "ru_maxrss"
-    base = _status("VmRSS")
-    run()
-    peak = _status("VmHWM") if method != "ru_maxrss" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"peak_bytes": max(0, peak - base), "method": method}
+    out = peak_rss(runner(name, q, k, v, qc, kc))
+    return {"peak_bytes": out["peak_bytes"], "method": out["method"]}
 
 
 def measure_peak(name: str, s: int, qc: int, kc: int, threads: int) -> dict:
