@@ -17,17 +17,11 @@ from __future__ import annotations
 
 import enum
 
-from .types import TTFatal
+from .types import TTFatal, _tt_enum
 
 
-class _Enum(enum.Enum):
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}.{self.name}"
-
-    __str__ = __repr__
-
-
-class FabricConfig(_Enum):
+@_tt_enum
+class FabricConfig(enum.Enum):
     DISABLED = 0
     FABRIC_1D_NEIGHBOR_EXCHANGE = 1
     FABRIC_1D = 2
@@ -39,23 +33,27 @@ class FabricConfig(_Enum):
     CUSTOM = 8
 
 
-class FabricReliabilityMode(_Enum):
+@_tt_enum
+class FabricReliabilityMode(enum.Enum):
     STRICT_INIT = 0
     RELAXED_INIT = 1
     DYNAMIC_RECONFIG = 2
 
 
-class FabricTensixConfig(_Enum):
+@_tt_enum
+class FabricTensixConfig(enum.Enum):
     DISABLED = 0
     MUX = 1
 
 
-class FabricUDMMode(_Enum):
+@_tt_enum
+class FabricUDMMode(enum.Enum):
     DISABLED = 0
     ENABLED = 1
 
 
-class FabricManagerMode(_Enum):
+@_tt_enum
+class FabricManagerMode(enum.Enum):
     ENABLED = 0
     INIT_FABRIC = 1
     TERMINATE_FABRIC = 2
@@ -134,12 +132,14 @@ def check_collective(device, op: str) -> None:
         raise TTFatal(f"Trying to get un-initialized fabric context ({op} on {device!r}: {why})")
 
 
-class DispatchCoreType(_Enum):
+@_tt_enum
+class DispatchCoreType(enum.Enum):
     WORKER = 0
     ETH = 1
 
 
-class DispatchCoreAxis(_Enum):
+@_tt_enum
+class DispatchCoreAxis(enum.Enum):
     ROW = 0
     COL = 1
 
