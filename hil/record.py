@@ -20,9 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "hil-sessions.jsonl"
 
 
-def runs_dir() -> Path:
-    """Where a caller that names no directory writes (the checkout's git-ignored runs/)."""
-    return Path(os.environ.get("TTSIM_RUNS_DIR") or ROOT / "runs")
 
 
 def git_sha() -> str:
@@ -39,8 +36,8 @@ def _now() -> str:
 
 
 class SessionRecord:
-    def __init__(self, header: dict, directory: Path | None = None):
-        self.dir = Path(directory or runs_dir())
+    def __init__(self, header: dict, directory: Path):
+        self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / NAME
         self.partial = self.dir / f"hil-session-{os.getpid()}.partial.json"

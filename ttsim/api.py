@@ -159,7 +159,7 @@ def synchronize_device(device: MeshDevice, cq_id: int | None = None, sub_device_
 
 def record_event(mesh_device: MeshDevice, cq_id: int | None = None, sub_device_ids=(), device_range=None) -> Event:
     """Record an event on queue ``cq_id`` (default 0). ``device_range`` (a sub-mesh) is not modelled."""
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     if device_range is not None:
         raise TTFatal("record_event: device_range is not modelled by ttsim")
     _device(mesh_device, "record_event").check_cq(cq_id, "record_event")
@@ -172,7 +172,7 @@ def wait_for_event(cq_id: int | None, mesh_event: Event) -> None:
     ttnn declares ``cq_id=None`` before the required ``mesh_event``, which Python cannot spell;
     pass both (``wait_for_event(1, event)``), as ttnn code does.
     """
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     if not isinstance(mesh_event, Event):
         raise TTFatal(f"wait_for_event: expected an event from record_event, got {mesh_event!r}")
     mesh_event.device.check_cq(cq_id, "wait_for_event")
@@ -187,15 +187,15 @@ def event_synchronize(mesh_event: Event) -> None:
 
 
 def begin_trace_capture(mesh_device: MeshDevice, *, cq_id: int | None = None) -> int:
-    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(current_cq_id() if cq_id is None else cq_id)
+    return _device(mesh_device, "begin_trace_capture").begin_trace_capture(current_cq_id(cq_id))
 
 
 def end_trace_capture(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None) -> None:
-    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, current_cq_id() if cq_id is None else cq_id)
+    _device(mesh_device, "end_trace_capture").end_trace_capture(trace_id, current_cq_id(cq_id))
 
 
 def execute_trace(mesh_device: MeshDevice, trace_id: int, *, cq_id: int | None = None, blocking: bool = True) -> None:
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     dev = _device(mesh_device, "execute_trace")
     dev.check_cq(cq_id, "execute_trace")
     dev.execute_trace(trace_id, cq_id, blocking)

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import numerics
-from .fabric import FabricConfig, check_collective
+from .fabric import FabricConfig
 from .grid import CoreGrid
 from .memory import ALIGNMENT, DRAM_SIZE, L1_SIZE, Buffer, Region
 from .program_cache import ProgramCache
 from .seed import derive, get_seed, stream
+from .types import TILE_BYTES as BF16_TILE_BYTES
 from .types import BufferType, CoreCoord, DataType, Layout, MeshShape, TraceAllocationWarning, TTFatal
 
 #: ttnn.device.DEFAULT_* of ttnn 0.81.1 (checked by tests/ttsim/test_conformance.py)
@@ -39,15 +40,19 @@ DEFAULT_LAG = 0.5
 #: the worker cores of a Blackhole (13x10) and the bytes of one bf16 tile
 TRACE_BYTES_PER_COMMAND = 2048
 TRACE_BYTES_PER_CORE = 256
-WORKER_CORES = 130
-TILE_BYTES = 32 * 32 * 2
+WORKER_GRID = CoreCoord(13, 10)
+WORKER_CORES = WORKER_GRID.x * WORKER_GRID.y
+TILE_BYTES = BF16_TILE_BYTES[DataType.BFLOAT16]
 
 
 _thread = threading.local()
 
 
-def current_cq_id() -> int:
-    """The queue calls without an explicit cq go to: 0, or the innermost ``ttnn.command_queue(cq)``."""
+def current_cq_id(cq_id: int | None = None) -> int:
+    """``cq_id`` if given; else the queue calls without an explicit cq go to: 0, or the
+    innermost ``ttnn.command_queue(cq)``."""
+    if cq_id is not None:
+        return cq_id
     stack = getattr(_thread, "cq_stack", None)
     return stack[-1] if stack else 0
 
@@ -196,7 +201,7 @@ class MeshDevice:
         return "Arch.BLACKHOLE"
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
-        return CoreCoord(13, 10)
+        return WORKER_GRID
 
     def dram_grid_size(self) -> CoreCoord:
         return CoreCoord(8, 1)
@@ -241,9 +246,6 @@ class MeshDevice:
                 f"cq_id {cq_id!r} is out of range ({what} on {self!r}, opened with "
                 f"num_command_queues={self.num_command_queues}; pass num_command_queues=2 to use cq 1)"
             )
-
-    def check_collective(self, op: str) -> None:
-        check_collective(self, op)
 
     # -- buffers ------------------------------------------------------------------
     def allocate(

@@ -108,6 +108,11 @@ class Tensor:
         self._pending: Command | None = None  # a non-blocking read still filling this host tensor
         return self
 
+    def _await_read(self) -> None:
+        """Let a non-blocking read still filling this host tensor land (ops read it whole)."""
+        if self._pending is not None and not self._pending.done:
+            self._pending.device.wait_command(self._pending)
+
     # -- properties ttnn exposes -----------------------------------------------------
     @property
     def shape(self) -> Shape:
@@ -413,7 +418,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
         if tensor._device is device:
             return tensor
         raise TTFatal(f"to_device: {_describe(tensor)} is already on another device")
-    cq = current_cq_id() if queue_id is None else queue_id
+    cq = current_cq_id(queue_id)
     device.check_open("to_device")
     device.check_cq(cq, "to_device")
     host = tensor._host
@@ -453,7 +458,7 @@ def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None =
     out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
     if not blocking:
         out._host_fill = _host_junk(tensor, "from_device")
-    _enqueue_read(tensor, bufs, out, blocking, current_cq_id() if queue_id is None else queue_id, "from_device")
+    _enqueue_read(tensor, bufs, out, blocking, current_cq_id(queue_id), "from_device")
     return out
 
 
@@ -488,7 +493,7 @@ def copy_host_to_device_tensor(host_tensor: Tensor, device_tensor: Tensor, cq_id
             f"copy_host_to_device_tensor: host tensor has {len(host)} shards, device tensor {len(bufs)}"
         )
     device = device_tensor._device
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     device.check_cq(cq_id, "copy_host_to_device_tensor")
     snapshot = [h.clone() for h in host]
 
@@ -506,7 +511,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
     if host_tensor._device is not None:
         raise TTFatal(f"copy_device_to_host_tensor: destination must be a host tensor, got {_describe(host_tensor)}")
     _check_same_spec("copy_device_to_host_tensor", host_tensor, device_tensor)
-    _enqueue_read(device_tensor, bufs, host_tensor, blocking, current_cq_id() if cq_id is None else cq_id,
+    _enqueue_read(device_tensor, bufs, host_tensor, blocking, current_cq_id(cq_id),
                   "copy_device_to_host_tensor")
 
 

@@ -31,8 +31,6 @@ if not log.handlers:  # the worker runs in vLLM's engine process; make our lines
     log.setLevel(logging.INFO)
     log.propagate = False
 
-#: the Tenstorrent vLLM plugin's trace region (DESIGN §7); ttnn 0.81.1's default is 0
-TRACE_REGION_SIZE = 50_000_000
 KV_LAYER = "model.layers.3.self_attn.attn"
 
 
@@ -83,8 +81,8 @@ class TtsimWorker(WorkerBase):
         torch.set_num_threads(1)  # two cores shared with the API server process: no OpenMP spinning
         t0 = time.perf_counter()
         # the one call that opens the worker's mesh (fixtures.scenario.System, as the sweeps)
-        self.system = System(self.seed, self.knobs, model=self.model_name, mesh_cols=mesh_cols,
-                             device_params={"trace_region_size": TRACE_REGION_SIZE})
+        # production's device parameters (the vLLM plugin's trace region): System's default
+        self.system = System(self.seed, self.knobs, model=self.model_name, mesh_cols=mesh_cols)
         self.open_s = time.perf_counter() - t0
         log.info("ttsim mesh 1x%d open: seed %d, model %s, flags %s, knobs %s", mesh_cols, self.seed,
                  self.model_name, self.flags, self.knobs.describe())

@@ -14,6 +14,7 @@ import torch
 
 from .. import numerics
 from ..device import MeshDevice, current_cq_id
+from ..fabric import check_collective
 from ..tensor import Tensor, _describe
 from ..types import (
     BLOCK_FLOATS,
@@ -160,7 +161,7 @@ def run_op(
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
     """
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     if output_tensor is not None:
         output_tensor._device.check_cq(cq_id, op)
         out = output_tensor
@@ -193,7 +194,7 @@ def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Calla
                 cq_id: int | None = None) -> None:
     """Enqueue ``update(target_storage, *logical_inputs, chip_index)`` mutating ``target`` in place."""
     device = target._device
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    cq_id = current_cq_id(cq_id)
     device.check_cq(cq_id, op)
     tgt_bufs = target._buffers
     in_bufs = [t._buffers for t in inputs]
@@ -223,8 +224,8 @@ def run_collective(
     ``math(*per_input)`` gets, for each input tensor, the list of its per-chip logical values
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
-    inputs[0]._device.check_collective(op)
-    cq_id = current_cq_id() if cq_id is None else cq_id
+    check_collective(inputs[0]._device, op)
+    cq_id = current_cq_id(cq_id)
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device
     in_bufs = [t._buffers for t in inputs]

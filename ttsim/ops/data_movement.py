@@ -29,8 +29,7 @@ def to_layout(
     if layout == tensor._layout and dtype == tensor._dtype:
         return tensor
     if tensor._device is None:
-        if tensor._pending is not None and not tensor._pending.done:
-            tensor._pending.device.wait_command(tensor._pending)
+        tensor._await_read()
         host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
         return Tensor._make(tensor._shape, dtype, layout, host=host)
     require_device_tensor("to_layout", "tensor", tensor)

@@ -174,9 +174,7 @@ def plus_one(input_tensor: Tensor, sub_core_grids=None, skip_negative_entries: b
         if skip:  # [0, INT32_MAX) gains 1 and cannot overflow; the rest stays (one in-place add)
             target += (target >= 0) & (target != INT32_MAX)
             return
-        v = target.to(torch.int64)
-        inc = (v >= 0) & (v < INT32_MAX) if skip else torch.ones_like(v, dtype=torch.bool)
-        v = torch.where(inc, v + 1, v)
+        v = target.to(torch.int64) + 1
         v = torch.where(v > INT32_MAX, v - 2**32, v)  # INT32_MAX + 1 wraps, as on the card
         target.copy_(v.to(torch.int32))
 

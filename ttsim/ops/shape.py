@@ -50,8 +50,7 @@ def _ints(op: str, name: str, values) -> list[int]:
 def _input(op: str, t) -> Tensor:
     """A device tensor (checked live), or a host tensor (ops that ttnn runs on host too)."""
     if isinstance(t, Tensor) and t._device is None:
-        if t._pending is not None and not t._pending.done:
-            t._pending.device.wait_command(t._pending)
+        t._await_read()
         if t._host is None:
             raise TTFatal(f"{op}: input_tensor {_describe(t)} holds no data")
         return t
