@@ -327,11 +327,11 @@ class Generator:
         d = decide_merge(self.flags, self.max_context, dev_tok, dev_pos, host_tok, host_pos, recorded)
         self.guard_rejects += d.guard_rejected
         if self.on_merge is not None:
-            rows = [
-                MergeRow(r, int(host_tok[r]), int(host_pos[r]), int(dev_tok[r]), int(d.dev_pos[r]),
-                         "device" if d.keep[r] else "host", d.reasons[r], bool(recorded[r]))
-                for r in range(bucket)
-            ]
+            # one tolist per tensor: indexing a tensor element by element costs a dispatch each
+            cols = zip(host_tok.tolist(), host_pos.tolist(), dev_tok.tolist(), d.dev_pos.tolist(),
+                       d.keep.tolist(), d.reasons, recorded.tolist())
+            rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
+                    for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
             self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, d.guard_rejected, rows,
                                      MergeInputs(trace.bucket, dev_tok.tolist(), dev_pos.tolist(),
                                                  self.max_context, asdict(self.flags))))

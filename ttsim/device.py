@@ -301,8 +301,23 @@ class MeshDevice:
         self._queues[cq_id].append(cmd)
         self.stats["commands"] += 1
         if self._rng.random() >= self.lag:
-            self.run_until(lambda: not any(self._queues))
+            self._drain()
         return cmd
+
+    def _drain(self) -> None:
+        """Run every queued command (the device has caught up)."""
+        if len(self._queues) > 1:  # the interleaving of queues is a seeded draw per command
+            self.run_until(lambda: not any(self._queues))
+            return
+        queue = self._queues[0]  # one queue: commands run in order, no draw (as in _step)
+        while queue:
+            cmd = queue[0]
+            if cmd.wait is not None and not cmd.wait.done:
+                self._step()  # raises the hang
+            queue.popleft()
+            if cmd.fn is not None:
+                cmd.fn()
+            cmd.done = True
 
     def _runnable(self) -> list[int]:
         return [
@@ -327,7 +342,7 @@ class MeshDevice:
     def finish(self, cq_id: int | None = None) -> None:
         """Block until cq ``cq_id`` (or every queue) is empty."""
         if cq_id is None:
-            self.run_until(lambda: not any(self._queues))
+            self._drain()
         else:
             queue = self._queues[cq_id]
             self.run_until(lambda: not queue)
@@ -466,12 +481,18 @@ class MeshDevice:
     def _corrupt_overlaps(self, trace: Trace) -> None:
         """A replay writes the trace's buffers at their captured addresses even if the host
         freed them since; live buffers placed there since get those bytes."""
-        for src in trace.buffers:
-            if not src.freed or src.data is None:
-                continue
+        stale = [src for src in trace.buffers if src.freed and src.data is not None]
+        near: dict[int, list[Buffer]] = {}  # chip id -> its live buffers within the stale span
+        for src in stale:
             lo, hi = src.address, src.address + src.nbytes
-            for dst in list(src.chip.live.values()):
-                if dst.buffer_type != src.buffer_type or dst.data is None:
+            if src.chip.id not in near:
+                mine = [b for b in stale if b.chip is src.chip]
+                lo_all = min(b.address for b in mine)
+                hi_all = max(b.address + b.nbytes for b in mine)
+                near[src.chip.id] = [dst for dst in src.chip.live.values() if dst.data is not None
+                                     and dst.address < hi_all and dst.address + dst.nbytes > lo_all]
+            for dst in near[src.chip.id]:
+                if dst.buffer_type != src.buffer_type:
                     continue
                 if dst.address >= hi or dst.address + dst.nbytes <= lo:
                     continue

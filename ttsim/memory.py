@@ -62,6 +62,14 @@ class _Residue:
         return memo[1]
 
 
+def _start(r: _Residue) -> int:
+    return r.start
+
+
+def _end(r: _Residue) -> int:
+    return r.end
+
+
 class Region:
     """One address space (a chip's DRAM or L1): first-fit allocation and residue."""
 
@@ -114,15 +122,14 @@ class Region:
         """``buf`` was freed: its last contents stay at its addresses."""
         # by reference: commands still queued before the free may yet write buf.data
         self.claim(buf.address, buf.nbytes)
-        bisect.insort(self._residue, _Residue(buf.address, buf.address + buf.nbytes, buf), key=lambda r: r.start)
+        bisect.insort(self._residue, _Residue(buf.address, buf.address + buf.nbytes, buf), key=_start)
 
     def read_bytes(self, start: int, nbytes: int) -> np.ndarray:
         """What [start, start+nbytes) holds now: residue, else junk."""
         out = junk_bytes(self.junk_key, start, nbytes)
         end = start + nbytes
-        for r in self._residue:
-            if r.end <= start or r.start >= end:
-                continue
+        i, j = self._window(start, end)
+        for r in self._residue[i:j]:
             lo, hi = max(r.start, start), min(r.end, end)
             if r.buf.data is not None:
                 out[lo - start : hi - start] = r.image()[lo - r.buf.address : hi - r.buf.address]
@@ -131,13 +138,20 @@ class Region:
     def claim(self, start: int, nbytes: int) -> None:
         """Forget residue in [start, start+nbytes): newer contents are about to cover it."""
         end = start + nbytes
-        kept = []
-        for r in self._residue:
-            if r.end <= start or r.start >= end:
-                kept.append(r)
-                continue
-            if r.start < start:
-                kept.append(_Residue(r.start, start, r.buf))
-            if r.end > end:
-                kept.append(_Residue(end, r.end, r.buf))
-        self._residue = kept
+        i, j = self._window(start, end)
+        if i == j:
+            return
+        pieces = []
+        first, last = self._residue[i], self._residue[j - 1]
+        if first.start < start:
+            pieces.append(_Residue(first.start, start, first.buf))
+        if last.end > end:
+            pieces.append(_Residue(end, last.end, last.buf))
+        self._residue[i:j] = pieces
+
+    def _window(self, start: int, end: int) -> tuple[int, int]:
+        """Indices [i, j) of the residue overlapping [start, end) (the list is sorted and
+        disjoint, so both its starts and its ends ascend)."""
+        i = bisect.bisect_right(self._residue, start, key=_end)
+        j = bisect.bisect_left(self._residue, end, lo=i, key=_start)
+        return i, j

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 def spec(t) -> tuple:
     """The part of a tensor a compiled program depends on (never its address or values)."""
-    return (tuple(t._shape), t._dtype.name, t._layout.name, repr(t._memory_config))
+    mc = t._memory_config
+    # an interleaved config compares by value (a frozen dataclass); a sharded one by its text
+    return (t._shape, t._dtype, t._layout, mc if mc is None or mc.shard_spec is None else repr(mc))
 
 
 class ProgramCache:

@@ -83,6 +83,10 @@ def chip_logical(buf, t: Tensor) -> torch.Tensor:
     return x
 
 
+#: output formats whose storage IS these torch values (numerics.quantize would only copy them)
+_SAME_STORAGE = {DataType.FLOAT32: torch.float32, DataType.INT32: torch.int32, DataType.UINT32: torch.int32}
+
+
 def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = ()) -> torch.Tensor:
     """Logical results -> storage form of the output (padded with zeros if TILE).
 
@@ -100,7 +104,7 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
             x = torch.constant_pad_nd(x, pads, 0)
         return numerics.quantize(x, dtype).contiguous()
     # elementwise formats: round the logical values, then pad (zero is exact in every format)
-    if dtype == DataType.FLOAT32 and x.dtype == torch.float32:
+    if x.dtype == _SAME_STORAGE.get(dtype):  # float32 -> FLOAT32, int32 -> (U)INT32: nothing to round
         if pads is None and x._base is None and not any(x is a for a in inputs):
             return x.contiguous()
         if pads is None:  # an input (or its memo, see chip_logical) or a view: copy
