@@ -49,6 +49,10 @@ Every chunk is computed by the same ops whichever thread runs it, so outputs are
 identical for any thread count (and the kernel is not slowed down by OpenMP barriers on a
 busy machine).
 
+Arguments: the shape rules the device layer also enforces (GQA heads, masks, sinks, page
+tables, positions...) are written once in :mod:`.attention_rules` and raise its
+``AttentionArgError`` (a ``ValueError``); non-float inputs raise ``TypeError``.
+
 Bounds: a position whose page index is beyond the page table, or whose block id is not
 a block of the cache, raises ``IndexError`` naming the batch row and position (a real card
 would read or write out of range; the fake refuses). Cache writes validate every row
@@ -62,6 +66,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
 import torch
+
+from . import attention_rules as R
 
 __all__ = [
     "SKIP_POSITION",
@@ -105,32 +111,10 @@ def _check_float(name: str, t: torch.Tensor) -> None:
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     for name, t in (("q", q), ("k", k), ("v", v)):
         _check_float(name, t)
-        if t.dim() != 4:
-            raise ValueError(f"{name} must be 4-D [b, heads, seq, d], got shape {tuple(t.shape)}")
+    R.qkv(q.shape, k.shape, v.shape, names=("q", "k", "v"))
     b, nqh, sq, d = q.shape
-    bk, nkv, sk, dk = k.shape
-    if bk != b or v.shape[0] != b:
-        raise ValueError(f"batch mismatch: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if dk != d:
-        raise ValueError(f"head dim mismatch: q d={d}, k d={dk}")
-    if tuple(v.shape[:3]) != (b, nkv, sk):
-        raise ValueError(f"v shape {tuple(v.shape)} does not match k shape {tuple(k.shape)}")
-    if nkv == 0 or nqh % nkv != 0:
-        raise ValueError(f"GQA needs nqh % nkv == 0, got nqh={nqh}, nkv={nkv}")
+    _, nkv, sk, _ = k.shape
     return b, nqh, nkv, sq, sk, d, v.shape[3]
-
-
-def _check_mask(attn_mask: torch.Tensor, b: int, nqh: int, sq: int, sk: int) -> None:
-    _check_float("attn_mask", attn_mask)
-    shp = tuple(attn_mask.shape)
-    if (
-        len(shp) != 4
-        or shp[0] not in (1, b)
-        or shp[1] not in (1, nqh)
-        or shp[2] != sq
-        or shp[3] != sk
-    ):
-        raise ValueError(f"attn_mask must be [{b} or 1, {nqh} or 1, {sq}, {sk}], got {shp}")
 
 
 def _q_block(q: torch.Tensor, qs: int, qe: int, scale: float, nkv: int) -> torch.Tensor:
@@ -205,7 +189,8 @@ def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_
     if isinstance(q_offset, bool) or not isinstance(q_offset, int) or q_offset < 0:
         raise ValueError(f"q_offset must be a non-negative int, got {q_offset!r}")
     if attn_mask is not None:
-        _check_mask(attn_mask, b, nqh, sq, sk)
+        _check_float("attn_mask", attn_mask)
+        R.mask(attn_mask.shape, b, nqh, sq, sk)
     return dims, _resolve_scale(scale, d)
 
 
@@ -342,12 +327,10 @@ def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_si
     (b, nqh, nkv, sq, sk, d, dv), scale = _validate_common(
         q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_mask
     )
-    if window is not None:
-        _positive_int("sliding_window_size", window)
+    R.window(window)
     if sink is not None:
         _check_float("attention_sink", sink)
-        if sink.numel() != nqh:
-            raise ValueError(f"attention_sink needs one logit per query head ({nqh}), got shape {tuple(sink.shape)}")
+        R.sink(sink.shape, nqh, "logits")
     kf, vf = _kv_f32(k), _kv_f32(v)
     kT = kf.transpose(1, 2)  # view [b*nkv, d, sk]
     out = torch.empty((b, nqh, sq, dv), dtype=_F32)
@@ -429,18 +412,23 @@ def _as_int_list(name: str, t: IntSeq) -> list:
     return [int(x) for x in t]
 
 
-def _page_table_rows(page_table: torch.Tensor) -> list:
-    if not isinstance(page_table, torch.Tensor) or page_table.dim() != 2:
-        raise ValueError("page_table must be a 2-D integer tensor [b, max_pages]")
+def _page_table_rows(page_table: torch.Tensor, batch: Optional[int] = None) -> list:
+    R.page_table("page_table", getattr(page_table, "shape", ()), batch)
     if page_table.is_floating_point():
         raise TypeError(f"page_table must be an integer tensor, got {page_table.dtype}")
     return page_table.tolist()
 
 
-def _check_cache(name: str, cache: torch.Tensor) -> None:
-    _check_float(name, cache)
-    if cache.dim() != 4:
-        raise ValueError(f"{name} must be [num_blocks, nkv, block_size, d], got {tuple(cache.shape)}")
+def _check_paged_qkv(q, k_cache, v_cache, decode: bool) -> None:
+    for name, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _check_float(name, t)
+    R.qkv(q.shape, k_cache.shape, v_cache.shape, decode=decode, paged=True, names=("q", "k_cache", "v_cache"))
+
+
+def _check_cache_write(cache: torch.Tensor, x: torch.Tensor) -> None:
+    _check_float("cache", cache)
+    _check_float("x", x)
+    R.rank4("cache", cache.shape)
 
 
 def _block_of(pt_row: list, row: int, pos: int, block_size: int, num_blocks: int) -> int:
@@ -509,24 +497,10 @@ def chunked_sdpa_paged(
     _positive_int("k_chunk_size", k_chunk_size)
     if isinstance(chunk_start_idx, torch.Tensor):
         chunk_start_idx = int(chunk_start_idx.item())
-    if isinstance(chunk_start_idx, bool) or not isinstance(chunk_start_idx, int) or chunk_start_idx < 0:
-        raise ValueError(f"chunk_start_idx must be a non-negative int, got {chunk_start_idx!r}")
-    if chunk_start_idx % q_chunk_size or chunk_start_idx % k_chunk_size:
-        raise ValueError(
-            f"chunk_start_idx={chunk_start_idx} must be a multiple of q_chunk_size={q_chunk_size} "
-            f"and k_chunk_size={k_chunk_size}"
-        )
-    _check_float("q", q)
-    _check_cache("k_cache", k_cache)
-    _check_cache("v_cache", v_cache)
-    if q.dim() != 4:
-        raise ValueError(f"q must be [b, nqh, Sq, d], got {tuple(q.shape)}")
-    if tuple(v_cache.shape[:3]) != tuple(k_cache.shape[:3]):
-        raise ValueError(f"v_cache {tuple(v_cache.shape)} does not match k_cache {tuple(k_cache.shape)}")
+    R.chunk_start(chunk_start_idx, q_chunk_size, k_chunk_size)
+    _check_paged_qkv(q, k_cache, v_cache, decode=False)
     b, _, sq, _ = q.shape
-    rows = _page_table_rows(page_table)
-    if len(rows) < b:
-        raise ValueError(f"page_table has {len(rows)} rows, q has batch {b}")
+    rows = _page_table_rows(page_table, b)
     nb, _, bs, _ = k_cache.shape
     length = chunk_start_idx + sq
     ks, vs = [], []
@@ -570,19 +544,13 @@ def paged_sdpa_decode(
     0). Any other negative or out-of-range position raises IndexError naming the row.
     """
     _positive_int("k_chunk_size", k_chunk_size)
-    if window is not None:
-        _positive_int("sliding_window_size", window)
-    _check_float("q", q)
-    _check_cache("k_cache", k_cache)
-    _check_cache("v_cache", v_cache)
-    if q.dim() != 4 or q.shape[0] != 1:
-        raise ValueError(f"decode q must be [1, b, nqh, d], got {tuple(q.shape)}")
-    if tuple(v_cache.shape[:3]) != tuple(k_cache.shape[:3]):
-        raise ValueError(f"v_cache {tuple(v_cache.shape)} does not match k_cache {tuple(k_cache.shape)}")
+    R.window(window)
+    _check_paged_qkv(q, k_cache, v_cache, decode=True)
     _, b, nqh, d = q.shape
     nb, nkv, bs, _ = k_cache.shape
     dv = v_cache.shape[3]
-    rows = _page_table_rows(page_table)
+    # non-causal decode reads every row; causal rows at -1 need no page table row
+    rows = _page_table_rows(page_table, b if cur_pos is None else None)
     if out is None:
         out = torch.zeros((1, b, nqh, dv), dtype=_F32)
     elif tuple(out.shape) != (1, b, nqh, dv):
@@ -590,20 +558,13 @@ def paged_sdpa_decode(
     # Validate every active row before computing anything: (row, blocks, first key, length)
     plan = []
     if cur_pos is None:
-        if attn_mask is None:
-            raise ValueError("non-causal decode needs attn_mask")
-        length = (len(rows[0]) if rows else 0) * bs
-        if tuple(attn_mask.shape) != (b, 1, nqh, length):
-            raise ValueError(f"attn_mask must be [{b}, 1, {nqh}, {length}] (batch, 1, heads, page table "
-                             f"positions), got {tuple(attn_mask.shape)}")
+        length = page_table.shape[1] * bs
+        R.decode_mask(None if attn_mask is None else attn_mask.shape, b, nqh, length)
         for r in range(b):
-            if r >= len(rows):
-                raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
             plan.append((r, _pages_for(rows[r], r, length, bs, nb), 0, length))
     else:
         pos = _as_int_list("cur_pos", cur_pos)
-        if len(pos) != b:
-            raise ValueError(f"cur_pos has {len(pos)} entries, q has batch {b}")
+        R.positions("cur_pos", (len(pos),), b)
         for r, p in enumerate(pos):
             if p == SKIP_POSITION:
                 continue
@@ -642,15 +603,12 @@ def paged_update_cache(
     (IndexError naming row and position); rows are then written in row order, so if two
     rows address the same slot the later row wins. Returns ``cache``.
     """
-    _check_cache("cache", cache)
-    _check_float("x", x)
+    _check_cache_write(cache, x)
+    R.update_input("x", x.shape, cache.shape)
     nb, nkv, bs, d = cache.shape
-    if x.dim() != 4 or x.shape[0] != 1 or x.shape[2] != nkv or x.shape[3] != d:
-        raise ValueError(f"x must be [1, b, {nkv}, {d}], got {tuple(x.shape)}")
     b = x.shape[1]
     idxs = _as_int_list("update_idxs", update_idxs)
-    if len(idxs) != b:
-        raise ValueError(f"update_idxs has {len(idxs)} entries, x has batch {b}")
+    R.positions("update_idxs", (len(idxs),), b)
     rows = _page_table_rows(page_table)
     plan = []
     for r, p in enumerate(idxs):
@@ -677,17 +635,14 @@ def paged_fill_cache(
     the row and the first position beyond the page table), then writes in place; slots of
     the last page past ``S`` are left untouched. Returns ``cache``.
     """
-    _check_cache("cache", cache)
-    _check_float("x", x)
+    _check_cache_write(cache, x)
+    R.fill_input("x", x.shape, cache.shape)
     nb, nkv, bs, d = cache.shape
-    if x.dim() != 4 or x.shape[0] != 1 or x.shape[1] != nkv or x.shape[3] != d:
-        raise ValueError(f"x must be [1, {nkv}, S, {d}], got {tuple(x.shape)}")
     pt = page_table_row_or_table
     if not isinstance(pt, torch.Tensor) or pt.is_floating_point():
         raise TypeError("page table must be an integer tensor")
     if pt.dim() == 2:
-        if not 0 <= batch_idx < pt.shape[0]:
-            raise IndexError(f"batch_idx {batch_idx} outside the page table's {pt.shape[0]} rows")
+        R.batch_index(batch_idx, pt.shape[0])
         row = pt[batch_idx].tolist()
     elif pt.dim() == 1:
         row = pt.tolist()

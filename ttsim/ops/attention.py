@@ -4,17 +4,23 @@ Streaming vs legacy SDPA is chosen the way production chooses it: the chunked-pr
 kernel reads ``QWEN36_SDPA_STREAMING`` when it is dispatched ("1" = streaming online
 softmax, anything else = legacy materialised softmax) and logs the banner the readiness
 probe looks for, once per process.
+
+Arguments are validated at the call, as ttnn does on the host: the rules the kernels share
+come from ``kernels.attention_rules`` (re-raised as TTFatal naming the op); ttnn's own
+(dtypes, layouts, tile alignment, unmodelled keywords) are here.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 from ..kernels import attention as K
+from ..kernels import attention_rules as R
 from ..kernels import gdn as G
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
@@ -84,19 +90,22 @@ def streaming_selected() -> bool:
     return on
 
 
-def _rank4(op: str, name: str, t: Tensor) -> tuple[int, int, int, int]:
-    if len(t.shape) != 4:
-        raise TTFatal(f"{op}: {name} must be rank 4, got {_describe(t)}")
-    return tuple(t.shape)
+@contextmanager
+def _rules(op: str):
+    """The shared argument rules (kernels.attention_rules), checked at the call as ttnn does:
+    a broken rule is ttnn's TT_FATAL naming the op."""
+    try:
+        yield
+    except R.AttentionArgError as exc:
+        raise TTFatal(f"{op}: {exc}") from None
 
 
-def _check_heads(op: str, nqh: int, nkv: int, dq: int, dk: int) -> None:
-    if nkv == 0 or nqh % nkv:
-        raise TTFatal(f"{op}: query heads ({nqh}) must be a multiple of key/value heads ({nkv})")
-    if dq != dk:
-        raise TTFatal(f"{op}: head dims differ: input_tensor_q has {dq}, input_tensor_k has {dk}")
-    if dq % TILE_SIZE:
-        raise TTFatal(f"{op}: head_dim must be a multiple of {TILE_SIZE}, got {dq}")
+def _check_qkv(op: str, q: Tensor, k: Tensor, v: Tensor, **layout) -> None:
+    """The shared q/k/v shape rules, then ttnn's own: head_dim on the tile grid."""
+    with _rules(op):
+        R.qkv(q.shape, k.shape, v.shape, **layout)
+    if q.shape[3] % TILE_SIZE:
+        raise TTFatal(f"{op}: head_dim must be a multiple of {TILE_SIZE}, got {q.shape[3]}")
 
 
 def _check_int(op: str, name: str, t: Tensor) -> None:
@@ -120,24 +129,18 @@ _refuse = refuse_unmodelled
 
 def _window(op: str, sliding_window_size) -> int | None:
     """tt-metal's sliding window: causal rows see the last ``w`` keys up to themselves."""
-    if sliding_window_size is None:
-        return None
-    if isinstance(sliding_window_size, bool) or not isinstance(sliding_window_size, int) or sliding_window_size <= 0:
-        raise TTFatal(f"{op}: sliding_window_size must be a positive int or None, got {sliding_window_size!r}")
+    with _rules(op):
+        R.window(sliding_window_size)
     return sliding_window_size
 
 
 def _sink_input(op: str, attention_sink, nqh: int, decode: bool) -> Tensor | None:
-    """Validate ``attention_sink`` at the call. tt-metal's layouts: prefill/chunked
-    ``[1, nqh, 1, 1]``; decode ``[nqh, W]`` (the sink in column 0, W = 1 or tile-padded 32)."""
+    """Validate ``attention_sink`` at the call (its layouts: :func:`attention_rules.sink`)."""
     if attention_sink is None:
         return None
     require_device_tensor(op, "attention_sink", attention_sink)
-    shape = tuple(attention_sink.shape)
-    ok = (len(shape) == 2 and shape[0] == nqh and shape[1] >= 1) if decode else shape == (1, nqh, 1, 1)
-    if not ok:
-        want = f"[{nqh}, 1 or {TILE_SIZE}]" if decode else f"[1, {nqh}, 1, 1]"
-        raise TTFatal(f"{op}: attention_sink must be {want} (one sink per query head), got {_describe(attention_sink)}")
+    with _rules(op):
+        R.sink(attention_sink.shape, nqh, "decode" if decode else "prefill")
     return attention_sink
 
 
@@ -185,17 +188,16 @@ def scaled_dot_product_attention(
     for name, t in tensors.items():
         require_device_tensor(op, name, t)
         require_layout(op, name, t, Layout.TILE)
-    b, nqh, sq, d = _rank4(op, "input_tensor_q", input_tensor_q)
-    bk, nkv, sk, dk = _rank4(op, "input_tensor_k", input_tensor_k)
-    _check_heads(op, nqh, nkv, d, dk)
-    if tuple(input_tensor_v.shape[:3]) != (bk, nkv, sk):
-        raise TTFatal(f"{op}: input_tensor_v {_describe(input_tensor_v)} does not match input_tensor_k")
+    _check_qkv(op, input_tensor_q, input_tensor_k, input_tensor_v)
+    b, nqh, sq, d = input_tensor_q.shape
+    sk = input_tensor_k.shape[2]
     inputs = list(tensors.values())
     if attn_mask is not None:
         require_device_tensor(op, "attn_mask", attn_mask)
         if is_causal:
             raise TTFatal(f"{op}: attn_mask needs is_causal=False (tt-metal refuses a mask with causal SDPA)")
-        _check_mask(op, attn_mask, b, nqh, sq, sk)
+        with _rules(op):
+            R.mask(attn_mask.shape, b, nqh, sq, sk)
         inputs.append(attn_mask)
     sink = _sink_input(op, attention_sink, nqh, decode=False)
     if sink is not None:
@@ -216,26 +218,19 @@ def scaled_dot_product_attention(
                   memory_config=memory_config)
 
 
-def _check_mask(op: str, mask: Tensor, b: int, nqh: int, sq: int, sk: int) -> None:
-    shape = tuple(mask.shape)
-    if len(shape) != 4 or shape[0] not in (1, b) or shape[1] not in (1, nqh) or shape[2:] != (sq, sk):
-        raise TTFatal(f"{op}: attn_mask must be [{b} or 1, {nqh} or 1, {sq}, {sk}], got {_describe(mask)}")
-
-
-def _check_paged(op: str, q: Tensor, k: Tensor, v: Tensor, page_table: Tensor, nq_dim: int) -> None:
+def _check_paged(op: str, q: Tensor, k: Tensor, v: Tensor, page_table: Tensor, decode: bool,
+                 batch: int | None) -> None:
+    """``batch``: the rows the page table must have (None: causal decode, whose rows at -1
+    need none; the kernel checks the active rows when it runs)."""
     for name, t in (("input_tensor_q", q), ("input_tensor_k", k), ("input_tensor_v", v),
                     ("page_table_tensor", page_table)):
         require_device_tensor(op, name, t)
     _check_table(op, "page_table_tensor", page_table)
-    if len(page_table.shape) != 2:
-        raise TTFatal(f"{op}: page_table_tensor must be [batch, max_pages], got {_describe(page_table)}")
-    nb, nkv, bs, dk = _rank4(op, "input_tensor_k", k)
-    if tuple(v.shape[:3]) != (nb, nkv, bs):
-        raise TTFatal(f"{op}: input_tensor_v {_describe(v)} does not match input_tensor_k {_describe(k)}")
-    if bs % TILE_SIZE:
-        raise TTFatal(f"{op}: paged block_size must be a multiple of {TILE_SIZE}, got {bs}")
-    qs = _rank4(op, "input_tensor_q", q)
-    _check_heads(op, qs[nq_dim], nkv, qs[3], dk)
+    _check_qkv(op, q, k, v, decode=decode, paged=True)
+    with _rules(op):
+        R.page_table("page_table_tensor", page_table.shape, batch)
+    if k.shape[2] % TILE_SIZE:
+        raise TTFatal(f"{op}: paged block_size must be a multiple of {TILE_SIZE}, got {k.shape[2]}")
     require_same_device(op, {"input_tensor_q": q, "input_tensor_k": k, "input_tensor_v": v,
                              "page_table_tensor": page_table})
 
@@ -258,18 +253,16 @@ def chunked_scaled_dot_product_attention(
 ) -> Tensor:
     """Chunked prefill: q ``[b, nqh, chunk, d]`` at absolute ``chunk_start_idx``, paged K/V."""
     op = "chunked_scaled_dot_product_attention"
-    _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, nq_dim=1)
+    _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, decode=False,
+                 batch=input_tensor_q.shape[0])
     _refuse(op, chunk_start_idx_tensor=chunk_start_idx_tensor, paged_cache_geometry=paged_cache_geometry)
     window = _window(op, sliding_window_size)
     sink = _sink_input(op, attention_sink, input_tensor_q.shape[1], decode=False)
     if chunk_start_idx is None:
         raise TTFatal(f"{op}: chunk_start_idx is required (chunk_start_idx_tensor is not modelled)")
     qc, kc = _chunks(program_config)
-    if not isinstance(chunk_start_idx, int) or chunk_start_idx < 0 or chunk_start_idx % qc or chunk_start_idx % kc:
-        raise TTFatal(
-            f"{op}: chunk_start_idx={chunk_start_idx!r} must be a non-negative multiple of q_chunk_size={qc} "
-            f"and k_chunk_size={kc}"
-        )
+    with _rules(op):
+        R.chunk_start(chunk_start_idx, qc, kc)
     streaming = streaming_selected()
     b, nqh, sq, d = input_tensor_q.shape
     extra = [sink] if sink is not None else []
@@ -308,7 +301,8 @@ def paged_scaled_dot_product_attention_decode(
     rows keep whatever the output buffer held). Non-causal: every row attends all of its
     page table's positions plus ``attn_mask [b, 1, nqh, max_pages * block_size]``."""
     op = "paged_scaled_dot_product_attention_decode"
-    _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, nq_dim=2)
+    _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, decode=True,
+                 batch=None if is_causal else input_tensor_q.shape[1])
     _refuse(op, paged_cache_geometry=paged_cache_geometry, cache_position_modulo=cache_position_modulo,
             spec_multi_pos_tiles=spec_multi_pos_tiles)
     length = page_table_tensor.shape[1] * input_tensor_k.shape[2]
@@ -342,14 +336,8 @@ def scaled_dot_product_attention_decode(
                     ("input_tensor_v", input_tensor_v)):
         require_device_tensor(op, name, t)
     _refuse(op, share_cache=share_cache)
-    bk, nkv, sk, dk = _rank4(op, "input_tensor_k", input_tensor_k)
-    if tuple(input_tensor_v.shape[:3]) != (bk, nkv, sk):
-        raise TTFatal(f"{op}: input_tensor_v {_describe(input_tensor_v)} does not match input_tensor_k")
-    qs = _rank4(op, "input_tensor_q", input_tensor_q)
-    if qs[0] != 1 or qs[1] != bk:
-        raise TTFatal(f"{op}: input_tensor_q must be [1, {bk}, nqh, d] for k/v of batch {bk}, got "
-                      f"{_describe(input_tensor_q)}")
-    _check_heads(op, qs[2], nkv, qs[3], dk)
+    _check_qkv(op, input_tensor_q, input_tensor_k, input_tensor_v, decode=True)
+    bk, _, sk, _ = input_tensor_k.shape
     require_same_device(op, {"input_tensor_q": input_tensor_q, "input_tensor_k": input_tensor_k,
                              "input_tensor_v": input_tensor_v})
     # Row r's cache is block r of a one-block-per-row paged view: the paged kernel serves both.
@@ -371,21 +359,19 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
         if cur_pos_tensor is not None:
             require_device_tensor(op, "cur_pos_tensor", cur_pos_tensor)
             _check_int(op, "cur_pos_tensor", cur_pos_tensor)
-            if tuple(cur_pos_tensor.shape) != (b,):
-                raise TTFatal(f"{op}: cur_pos_tensor must be [{b}] (one position per batch row), got "
-                              f"{_describe(cur_pos_tensor)}")
+            with _rules(op):
+                R.positions("cur_pos_tensor", cur_pos_tensor.shape, b)
             inputs.append(cur_pos_tensor)
         elif not cur_pos:
             raise TTFatal(f"{op}: causal decode needs cur_pos_tensor" + (" or cur_pos" if cur_pos is not None else ""))
-        elif len(cur_pos) != b:
-            raise TTFatal(f"{op}: cur_pos has {len(cur_pos)} entries, input_tensor_q has batch {b}")
+        else:
+            with _rules(op):
+                R.positions("cur_pos", (len(cur_pos),), b)
     else:
-        if attn_mask is None:
-            raise TTFatal(f"{op}: is_causal=False needs attn_mask [{b}, 1, {nqh}, {length}]")
-        require_device_tensor(op, "attn_mask", attn_mask)
-        if tuple(attn_mask.shape) != (b, 1, nqh, length):
-            raise TTFatal(f"{op}: attn_mask must be [{b}, 1, {nqh}, {length}] (batch, 1, heads, cache positions), "
-                          f"got {_describe(attn_mask)}")
+        if attn_mask is not None:
+            require_device_tensor(op, "attn_mask", attn_mask)
+        with _rules(op):
+            R.decode_mask(None if attn_mask is None else attn_mask.shape, b, nqh, length)
         if window is not None:
             raise TTFatal(f"{op}: sliding_window_size needs causal decode (it is anchored at cur_pos)")
         inputs.append(attn_mask)
@@ -440,15 +426,15 @@ def paged_update_cache(
         raise TTFatal(f"{op}: page_table is required (ttsim models the paged cache only)")
     require_device_tensor(op, "page_table", page_table)
     _check_table(op, "page_table", page_table)
-    nb, nkv, bs, d = _rank4(op, "cache_tensor", cache_tensor)
+    with _rules(op):
+        R.rank4("cache_tensor", cache_tensor.shape)
+        R.page_table("page_table", page_table.shape)
+    nb, nkv, bs, d = cache_tensor.shape
     if block_size not in (None, bs) or num_kv_heads not in (None, nkv):
         raise TTFatal(f"{op}: block_size={block_size!r} / num_kv_heads={num_kv_heads!r} reinterpret the cache as "
                       f"another view; ttsim models only the cache's own [{nb}, {nkv}, {bs}, {d}]")
-    xs = _rank4(op, "input_tensor", input_tensor)
-    heads_ok = xs[2] == nkv or (xs[2] % TILE_SIZE == 0 and xs[2] >= nkv)  # heads tile-padded to 32 on a card
-    if xs[0] != 1 or not heads_ok or xs[3] != d:
-        raise TTFatal(f"{op}: input_tensor must be [1, batch, {nkv} (or tile-padded), {d}] for cache "
-                      f"{_describe(cache_tensor)}, got {_describe(input_tensor)}")
+    with _rules(op):  # on a card the heads of a decode token are tile-padded
+        R.update_input("input_tensor", input_tensor.shape, cache_tensor.shape, padded_heads=TILE_SIZE)
     modulo = cache_position_modulo
     if modulo is not None and (isinstance(modulo, bool) or not isinstance(modulo, int) or modulo <= 0 or modulo % bs
                                or modulo > page_table.shape[1] * bs):
@@ -459,8 +445,11 @@ def paged_update_cache(
         require_device_tensor(op, "update_idxs_tensor", update_idxs_tensor)
         _check_int(op, "update_idxs_tensor", update_idxs_tensor)
         inputs.append(update_idxs_tensor)
-    elif len(update_idxs) != input_tensor.shape[1]:
-        raise TTFatal(f"{op}: update_idxs has {len(update_idxs)} entries, input_tensor has batch {input_tensor.shape[1]}")
+        idxs = ("update_idxs_tensor", update_idxs_tensor.shape)
+    else:
+        idxs = ("update_idxs", (len(update_idxs),))
+    with _rules(op):
+        R.positions(*idxs, input_tensor.shape[1])
     require_same_device(op, {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table})
     fixed = torch.tensor(list(update_idxs), dtype=torch.int64)
 
@@ -496,6 +485,10 @@ def paged_fill_cache(
     _check_table(op, "page_table", page_table)
     _refuse(op, mesh_coords=mesh_coords, block_size=block_size, cache_position_modulo=cache_position_modulo,
             valid_seq_len_tensor=valid_seq_len_tensor)
+    with _rules(op):
+        R.rank4("cache_tensor", cache_tensor.shape)
+        R.fill_input("input_tensor", input_tensor.shape, cache_tensor.shape)
+        R.page_table("page_table", page_table.shape)
     tensors = {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table}
     inputs = [input_tensor, page_table]
     if batch_idx_tensor is not None:
@@ -505,8 +498,9 @@ def paged_fill_cache(
             raise TTFatal(f"{op}: batch_idx_tensor must hold exactly one batch index, got {_describe(batch_idx_tensor)}")
         tensors["batch_idx_tensor"] = batch_idx_tensor
         inputs.append(batch_idx_tensor)
-    elif isinstance(batch_idx, bool) or not isinstance(batch_idx, int) or not 0 <= batch_idx < page_table.shape[0]:
-        raise TTFatal(f"{op}: batch_idx={batch_idx!r} is outside the page table's {page_table.shape[0]} rows")
+    else:
+        with _rules(op):
+            R.batch_index(batch_idx, page_table.shape[0])
     require_same_device(op, tensors)
 
     def update(cache, x, pt, *rest):
