@@ -17,6 +17,8 @@ by tests/ttsim/test_conformance.py.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -236,6 +238,7 @@ def decode(raw: np.ndarray, dtype: DataType, layout: Layout, padded: tuple[int, 
     return _from_tiles(tiles, phys).reshape(padded).clone()
 
 
+@functools.lru_cache(maxsize=4096)  # every allocation asks; a model uses a few hundred specs
 def nbytes(dtype: DataType, layout: Layout, padded: tuple[int, ...]) -> int:
     """Size in bytes of a buffer of ``padded`` shape."""
     from .types import TILE_BYTES

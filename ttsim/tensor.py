@@ -385,7 +385,8 @@ def to_torch(
     """Convert a ttnn tensor to torch; a device tensor is read back (blocking) first."""
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"to_torch: expected a ttnn Tensor, got {type(tensor).__name__}")
-    if tensor._device is not None:
+    private = tensor._device is not None  # the read below makes a host copy nobody else holds
+    if private:
         tensor = from_device(tensor, blocking=True, queue_id=cq_id)
     if tensor._pending is not None and not tensor._pending.done:
         # read not landed: the host buffer still holds what it held before
@@ -400,7 +401,9 @@ def to_torch(
         out = mesh_composer.compose(shards)
     else:
         out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
-    out = out.to(_TO_TORCH_DTYPE[tensor._dtype]).clone()
+    out = out.to(_TO_TORCH_DTYPE[tensor._dtype])
+    if not private or out._base is not None or len(shards) > 1:  # never hand out a view of kept data
+        out = out.clone()
     if torch_rank is not None:
         while out.dim() > torch_rank:
             if out.shape[0] != 1:
