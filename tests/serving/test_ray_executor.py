@@ -69,7 +69,7 @@ def test_a_ray_sweep_equals_the_local_sweep_byte_for_byte(monkeypatch):
     ray_env = [*ray_executor._LOCAL_ENV, "RAY_AUTH_TOKEN"]
     env_before = {k: os.environ.get(k) for k in ray_env}
     calls = []
-    on_ray = arms.sweep(ARMS, SEEDS, workers=2, executor="ray", progress=lambda done, total: calls.append((done, total)))
+    on_ray = arms.sweep(ARMS, SEEDS, workers=1, executor="ray", progress=lambda done, total: calls.append((done, total)))
     assert _summary_bytes(on_ray) == _summary_bytes(local)
     assert calls == [(1, 3), (2, 3), (3, 3)]  # the progress bar moves as tasks finish
     assert _none_left(marker) == [], "Ray processes outlived the sweep"
