@@ -6,6 +6,12 @@ import sys
 import textwrap
 
 
+def _own_rootdir(tmp_path) -> None:
+    """Make tmp_path the inner pytest's rootdir (node ids, hints): without an ini file of its own,
+    pytest would take any pytest.ini/pyproject.toml/setup.cfg in an ancestor such as /tmp."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+
+
 def test_updating_one_test_keeps_the_snapshots_of_the_others(tmp_path):
     (tmp_path / "test_goldens.py").write_text(textwrap.dedent("""
         def test_a(snapshot):
@@ -14,6 +20,7 @@ def test_updating_one_test_keeps_the_snapshots_of_the_others(tmp_path):
         def test_b(snapshot):
             assert {"tokens": [4, 5]} == snapshot
     """))
+    _own_rootdir(tmp_path)
     run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--snapshot-update"]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run([*run, "test_goldens.py"], cwd=tmp_path, env=env, check=True, capture_output=True)
@@ -46,6 +53,7 @@ FAKE_TTNN = os.path.join(ROOT, "tests", "hil", "fake_ttnn")  # ttsim posing as t
 def _pytest(tmp_path, *args):
     """An inner pytest; a --hil run goes to the stand-in cards (a real --hil run without a card
     refuses before any test, so it could not show the snapshot behaviour)."""
+    _own_rootdir(tmp_path)
     path = os.pathsep.join([FAKE_TTNN, ROOT]) if "--hil" in args else ROOT
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path,
            "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
