@@ -207,3 +207,22 @@ def test_rdiv_divides_the_value_by_the_tensor(device):
     assert ttsim.rdiv(_tile(x, device), 7.0, rounding_mode="floor", output_tensor=out) is out
     assert torch.equal(ttsim.to_torch(out), torch.div(torch.tensor(7.0), x, rounding_mode="floor"))
     assert torch.allclose(ttsim.to_torch(ttsim.rdiv(_tile(x, device), 7.0)), 7.0 / x, rtol=1e-6)
+
+
+BROADCAST_OK = [((32, 64), (32, 64)), ((2, 32, 64), (1, 64)), ((1, 64), (2, 32, 64)), ((2, 1, 64), (1, 32, 1)),
+                ((64,), (3, 32, 64)), ((1, 1), (2, 32, 64)), ((2, 32, 1), (2, 32, 64))]
+BROADCAST_BAD = [((32, 64), (32, 63)), ((2, 32, 64), (3, 32, 64)), ((2, 32, 64), (2, 1, 32))]
+
+
+@pytest.mark.parametrize("sa, sb", BROADCAST_OK + BROADCAST_BAD)
+def test_binary_broadcasting_follows_torch_shapes_and_values(device, sa, sb):
+    a, b = _x(1, sa), _x(2, sb)
+    try:
+        want = a + b
+    except RuntimeError:
+        with pytest.raises(ttsim.TTFatal, match=r"add: shapes do not broadcast: .* and "):
+            ttsim.add(_tile(a, device), _tile(b, device))
+        return
+    got = ttsim.add(_tile(a, device), _tile(b, device))
+    assert tuple(got.shape) == tuple(want.shape)
+    assert torch.equal(ttsim.to_torch(got), want)

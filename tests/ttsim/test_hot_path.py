@@ -52,6 +52,29 @@ def test_outputs_never_share_storage_with_inputs_or_each_other(device):
     assert ttsim.to_torch(x).float().tolist() == [1.0, 2.0, 3.0]
 
 
+def test_int_outputs_never_share_storage_with_their_inputs(device):
+    """An int32 result that IS an input (typecast to the same type) or a view of one is copied."""
+    pos = rm(torch.tensor([3, -1, 7, 0], dtype=torch.int32), device, ttsim.int32)
+    same = ttsim.typecast(pos, ttsim.int32)
+    view = ttsim.reshape(pos, [2, 2])
+    ttsim.plus_one(pos)
+    assert ttsim.to_torch(pos).tolist() == [4, 0, 8, 1]
+    assert ttsim.to_torch(same).tolist() == [3, -1, 7, 0] and ttsim.to_torch(view).tolist() == [[3, -1], [7, 0]]
+
+
+@pytest.mark.parametrize("layout", [ttsim.ROW_MAJOR_LAYOUT, ttsim.TILE_LAYOUT])
+@pytest.mark.parametrize("dtype", [ttsim.int32, ttsim.float32, ttsim.bfloat16])
+def test_to_torch_hands_out_memory_nobody_else_holds(device, layout, dtype):
+    """Writing into what to_torch returned changes neither the device nor a host tensor's data."""
+    src = torch.arange(6, dtype=torch.int32 if dtype == ttsim.int32 else torch.float32).reshape(2, 3)
+    dev_t = ttsim.from_torch(src, dtype=dtype, layout=layout, device=device)
+    host_t = ttsim.from_torch(src, dtype=dtype, layout=layout)
+    for t in (dev_t, host_t):
+        out = ttsim.to_torch(t)
+        out += 5
+        assert torch.equal(ttsim.to_torch(t), src.to(out.dtype)), t
+
+
 def test_a_replicated_tensor_is_incremented_once_per_chip(mesh_device):
     t = ttsim.from_torch(torch.tensor([1, 5, -1], dtype=torch.int32), dtype=ttsim.int32, layout=RM,
                          device=mesh_device)

@@ -69,3 +69,65 @@ def test_use_after_deallocate_names_the_tensor(device):
     ttsim.deallocate(t)
     with pytest.raises(ttsim.TTFatal, match=r"to_torch|from_device.*deallocated"):
         ttsim.to_torch(t)
+
+
+# -- residue bookkeeping: the bisected window against the plain rule ----------------------------
+
+def _plain_claim(residue, start, end):
+    """The rule, written plainly: residue overlapping [start, end) is cut back to what lies outside."""
+    kept = []
+    for lo, hi, buf in residue:
+        if hi <= start or lo >= end:
+            kept.append((lo, hi, buf))
+            continue
+        if lo < start:
+            kept.append((lo, start, buf))
+        if hi > end:
+            kept.append((end, hi, buf))
+    return kept
+
+
+def _buffer(address, nbytes, fill):
+    from ttsim.memory import Buffer
+    from ttsim.types import BufferType
+
+    data = torch.full((nbytes,), fill, dtype=torch.uint8)
+    return Buffer(None, BufferType.DRAM, address, nbytes, ttsim.uint8, ttsim.ROW_MAJOR_LAYOUT, (nbytes,), data)
+
+
+def test_residue_after_random_frees_matches_the_plain_rule_byte_for_byte():
+    from ttsim.memory import Region
+
+    rng = torch.Generator().manual_seed(7)
+    region = Region("DRAM", 1 << 16, 64, junk_key=5)
+    plain = []
+    for i in range(300):
+        start = int(torch.randint(0, 900, (1,), generator=rng)) * 64
+        n = int(torch.randint(1, 40, (1,), generator=rng)) * 64 - int(torch.randint(0, 2, (1,), generator=rng))
+        buf = _buffer(start, n, fill=i % 251)
+        region.leave_residue(buf)
+        plain = sorted(_plain_claim(plain, start, start + n) + [(start, start + n, buf)], key=lambda r: r[0])
+        assert [(r.start, r.end, r.buf) for r in region._residue] == plain, f"after free {i}"
+    for _ in range(50):  # what uninitialized memory shows: residue where some is, else the seeded junk
+        start = int(torch.randint(0, 60000, (1,), generator=rng))
+        n = int(torch.randint(1, 3000, (1,), generator=rng))
+        want = Region("DRAM", 1 << 16, 64, junk_key=5).read_bytes(start, n)
+        for lo, hi, buf in plain:
+            a, b = max(lo, start), min(hi, start + n)
+            if a < b:
+                want[a - start:b - start] = buf.data.numpy()[a - buf.address:b - buf.address]
+        assert (region.read_bytes(start, n) == want).all()
+
+
+def test_a_free_inside_older_residue_splits_it_and_edges_stay_disjoint():
+    from ttsim.memory import Region
+
+    region = Region("DRAM", 1 << 16, 64, junk_key=1)
+    old, new, touching = _buffer(0, 1024, 1), _buffer(256, 128, 2), _buffer(384, 64, 3)
+    for buf in (old, new, touching):
+        region.leave_residue(buf)
+    spans = [(r.start, r.end, r.buf.data[0].item()) for r in region._residue]
+    assert spans == [(0, 256, 1), (256, 384, 2), (384, 448, 3), (448, 1024, 1)]
+    got = region.read_bytes(250, 200)
+    assert got[:6].tolist() == [1] * 6 and got[6:134].tolist() == [2] * 128 and got[134:198].tolist() == [3] * 64
+    assert got[198:].tolist() == [1, 1]

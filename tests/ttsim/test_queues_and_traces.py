@@ -69,15 +69,31 @@ def test_second_queue_races_the_first_unless_ordered_by_an_event():
     assert {_two_queue_read(s, ordered=True) for s in SEEDS} == {1.0}
 
 
-def test_waiting_on_an_event_no_queue_records_is_a_hang_error():
-    dev = ttsim.open_device(device_id=0, num_command_queues=2)
+@pytest.mark.parametrize("queues", [1, 2])  # one queue drains on its own path (no interleaving draw)
+def test_waiting_on_an_event_no_queue_records_is_a_hang_error(queues):
+    dev = ttsim.open_device(device_id=0, num_command_queues=queues)
+    waiter = queues - 1
     try:
         ev = ttsim.MeshEvent(dev, 0)  # never recorded
-        dev.wait_for_event(1, ev)
-        with pytest.raises(ttsim.TTFatal, match="device hang"):
+        dev.wait_for_event(waiter, ev)
+        with pytest.raises(ttsim.TTFatal, match=f"device hang: cq {waiter} waits for MeshEvent"):
             ttsim.synchronize_device(dev)
     finally:
-        dev._queues[1].clear()
+        dev._queues[waiter].clear()
+        ttsim.close_device(dev)
+
+
+def test_one_queue_runs_its_commands_in_order_and_only_once():
+    ttsim.set_seed(3)
+    dev = ttsim.open_device(device_id=0)
+    try:
+        ran = []
+        for i in range(40):  # with the default lag some enqueues drain, some leave work queued
+            dev.enqueue(0, f"mark {i}", lambda i=i: ran.append(i))
+        ttsim.synchronize_device(dev)
+        assert ran == list(range(40))
+        assert dev.stats["commands"] == 40
+    finally:
         ttsim.close_device(dev)
 
 
