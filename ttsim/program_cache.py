@@ -10,11 +10,21 @@ Not modelled: attributes that change a real program without changing any tensor 
 from __future__ import annotations
 
 
-def spec(t) -> tuple:
-    """The part of a tensor a compiled program depends on (never its address or values)."""
-    mc = t._memory_config
-    # an interleaved config compares by value (a frozen dataclass); a sharded one by its text
-    return (t._shape, t._dtype, t._layout, mc if mc is None or mc.shard_spec is None else repr(mc))
+_SPECS: dict[tuple, int] = {}  # every distinct spec seen, numbered in order of first sight
+
+
+def spec(t) -> int:
+    """The part of a tensor a compiled program depends on (never its address or values), as
+    the number of its distinct spec: computed once per tensor (a tensor's spec never changes),
+    so a dispatch hashes small ints instead of shapes, enums and memory configs."""
+    key = t.__dict__.get("_program_spec")
+    if key is None:
+        mc = t._memory_config
+        # an interleaved config compares by value (a frozen dataclass); a sharded one by its text
+        full = (tuple(t._shape), t._dtype, t._layout, mc if mc is None or mc.shard_spec is None else repr(mc))
+        key = _SPECS.setdefault(full, len(_SPECS))
+        t._program_spec = key
+    return key
 
 
 class ProgramCache:

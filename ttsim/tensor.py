@@ -96,10 +96,10 @@ class Tensor:
     def _make(cls, shape, dtype: DataType, layout: Layout, *, host=None, device=None, buffers=None,
               memory_config: MemoryConfig | None = None) -> "Tensor":
         self = object.__new__(cls)
-        self._shape = Shape(shape)
+        self._shape = shape if type(shape) is Shape else Shape(shape)
         self._dtype = dtype
         self._layout = layout
-        self._padded = Shape(tile_padded(self._shape) if layout == Layout.TILE else self._shape)
+        self._padded = Shape(tile_padded(self._shape)) if layout == Layout.TILE else self._shape
         self._host_shards: list[torch.Tensor] | None = host
         self._host_fill = None  # makes the seeded junk of a fresh host buffer when first looked at
         self._device: MeshDevice | None = device
