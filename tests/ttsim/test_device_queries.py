@@ -23,6 +23,25 @@ def test_the_same_program_twice_is_one_cache_entry(device):
     assert device.program_cache.hits == 2
 
 
+def test_each_part_of_a_tensor_spec_makes_its_own_program(device):
+    """Shape, dtype, layout and memory config each key the program; values and addresses do not."""
+    device.clear_program_cache()
+    x = torch.randn(32, 64)
+    variants = [
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device),
+        ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device),
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.ROW_MAJOR_LAYOUT, device=device),
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device,
+                         memory_config=ttsim.L1_MEMORY_CONFIG),
+        ttsim.from_torch(x[:, :32], dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device),
+    ]
+    for t in variants:
+        ttsim.neg(t)
+    assert device.num_program_cache_entries() == len(variants) and device.program_cache.hits == 0
+    ttsim.neg(ttsim.from_torch(x * 3, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device))
+    assert device.num_program_cache_entries() == len(variants) and device.program_cache.hits == 1
+
+
 def test_sdpa_run_twice_compiles_once(device):
     """tt-metal's test_sdpa_tt_with_program_cache idiom (host conversions are not programs)."""
     device.clear_program_cache()
