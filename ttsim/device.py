@@ -482,15 +482,14 @@ class MeshDevice:
         """A replay writes the trace's buffers at their captured addresses even if the host
         freed them since; live buffers placed there since get those bytes."""
         stale = [src for src in trace.buffers if src.freed and src.data is not None]
-        near: dict[int, list[Buffer]] = {}  # chip id -> its live buffers within the stale span
+        near: dict[int, list[Buffer]] = {}  # chip id -> its live buffers within the chip's stale span
+        for chip in {src.chip.id: src.chip for src in stale}.values():
+            lo_all = min(b.address for b in stale if b.chip is chip)
+            hi_all = max(b.address + b.nbytes for b in stale if b.chip is chip)
+            near[chip.id] = [dst for dst in chip.live.values() if dst.data is not None
+                             and dst.address < hi_all and dst.address + dst.nbytes > lo_all]
         for src in stale:
             lo, hi = src.address, src.address + src.nbytes
-            if src.chip.id not in near:
-                mine = [b for b in stale if b.chip is src.chip]
-                lo_all = min(b.address for b in mine)
-                hi_all = max(b.address + b.nbytes for b in mine)
-                near[src.chip.id] = [dst for dst in src.chip.live.values() if dst.data is not None
-                                     and dst.address < hi_all and dst.address + dst.nbytes > lo_all]
             for dst in near[src.chip.id]:
                 if dst.buffer_type != src.buffer_type:
                     continue

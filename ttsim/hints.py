@@ -41,34 +41,33 @@ ANY_OP: dict[str, str] = {
     "worker_l1_size": "size of worker L1 (0 = hardware default)",
 }
 
+_HELPER_TENSOR = "precomputed constant helper tensor for the card's kernel; ttsim builds its own"
+_STABLE_SOFTMAX = {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"}
+_NAN_FLAG = "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)"
+_REGION_SIZES = {
+    "l1_small_size": "size of the L1-small region (validated)",
+    "trace_region_size": "size of the trace region (validated)",
+}
+_TILE_PADDING = {"pad_value": "fills tile padding only; logical values unchanged"}
+
 #: Op-specific hints, keyed by the op's path below ``ttsim`` (as EXTENSIONS is).
 PER_OP: dict[str, dict[str, str]] = {
     "sigmoid": {"mode": "SigmoidMode accuracy choice: ttsim computes the accurate sigmoid in every mode"},
     "transformer.chunk_gated_delta_rule": {
         "wy_inverse": "algorithm for the chunk's WY inverse (AUTO/...): same values up to rounding",
-        "eye": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
-        "tril": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
-        "ones": "precomputed constant helper tensor for the card's kernel; ttsim builds its own",
+        "eye": _HELPER_TENSOR,
+        "tril": _HELPER_TENSOR,
+        "ones": _HELPER_TENSOR,
         "masks": "precomputed constant helper tensors for the card's kernel; ttsim builds its own",
     },
-    "softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
-    "softmax_in_place": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
-    "scale_mask_softmax": {"numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
-    "scale_mask_softmax_in_place": {
-        "numeric_stable": "subtracts the row max first: ttsim always does (fp32), the same values"},
-    "from_torch": {
-        "preserve_nan_values": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",
-        "enable_bfloat_opt": "changes nothing in the host conversion of ttnn 0.81.1 (checked by conformance)",
-    },
+    "softmax": _STABLE_SOFTMAX,
+    "softmax_in_place": _STABLE_SOFTMAX,
+    "scale_mask_softmax": _STABLE_SOFTMAX,
+    "scale_mask_softmax_in_place": _STABLE_SOFTMAX,
+    "from_torch": {"preserve_nan_values": _NAN_FLAG, "enable_bfloat_opt": _NAN_FLAG},
     "deallocate": {"force": "frees even if other views share the buffer; ttsim tensors never share"},
-    "open_device": {
-        "l1_small_size": "size of the L1-small region (validated)",
-        "trace_region_size": "size of the trace region (validated)",
-    },
-    "open_mesh_device": {
-        "l1_small_size": "size of the L1-small region (validated)",
-        "trace_region_size": "size of the trace region (validated)",
-    },
+    "open_device": _REGION_SIZES,
+    "open_mesh_device": _REGION_SIZES,
     "to_torch": {"device": "device used to untilize on a card; the host result is the same"},
     "reshape": {
         "pad_value": "fills tile padding only; logical values unchanged (ttsim's device padding reads as 0)",
@@ -83,9 +82,9 @@ PER_OP: dict[str, dict[str, str]] = {
         "fabric_manager_mode": "who manages the fabric (host or firmware): control only",
         "router_config": "fabric router tuning: speed only",
     },
-    "permute": {"pad_value": "fills tile padding only; logical values unchanged"},
-    "slice": {"pad_value": "fills tile padding only; logical values unchanged"},
-    "transpose": {"pad_value": "fills tile padding only; logical values unchanged"},
+    "permute": _TILE_PADDING,
+    "slice": _TILE_PADDING,
+    "transpose": _TILE_PADDING,
 }
 
 

@@ -402,7 +402,7 @@ def to_torch(
     else:
         out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
     out = out.to(_TO_TORCH_DTYPE[tensor._dtype])
-    if not private or out._base is not None or len(shards) > 1:  # never hand out a view of kept data
+    if not private or out._base is not None:  # a host tensor's data, or a view into a padded read
         out = out.clone()
     if torch_rank is not None:
         while out.dim() > torch_rank:

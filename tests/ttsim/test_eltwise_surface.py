@@ -226,3 +226,24 @@ def test_binary_broadcasting_follows_torch_shapes_and_values(device, sa, sb):
     got = ttsim.add(_tile(a, device), _tile(b, device))
     assert tuple(got.shape) == tuple(want.shape)
     assert torch.equal(ttsim.to_torch(got), want)
+
+
+def test_matmul_where_and_mask_softmax_broadcast_by_the_same_rule(device):
+    """Batch dims of matmul, where's three operands and the mask's leading dims of
+    scale_mask_softmax: what broadcasts runs (matching torch), what does not is refused."""
+    a, b = _x(30, (2, 1, 32, 64)), _x(31, (1, 3, 64, 32))
+    got = ttsim.matmul(_tile(a, device), _tile(b, device))
+    assert tuple(got.shape) == (2, 3, 32, 32)
+    assert comp_pcc(torch.matmul(a, b), ttsim.to_torch(got).float(), 0.9999)[0]
+    with pytest.raises(ttsim.TTFatal, match="matmul: batch dims do not broadcast"):
+        ttsim.matmul(_tile(_x(32, (2, 32, 64)), device), _tile(_x(33, (3, 64, 32)), device))
+    p, t, f = (_x(34 + i, s) for i, s in enumerate([(2, 1, 32), (1, 32, 32), (32, 1)]))
+    got = ttsim.where(_tile((p > 0).float(), device), _tile(t, device), _tile(f, device))
+    assert torch.equal(ttsim.to_torch(got), torch.where(p > 0, t, f))
+    with pytest.raises(ttsim.TTFatal, match="where: shapes do not broadcast"):
+        ttsim.where(_tile((p > 0).float(), device), _tile(_x(37, (3, 32, 32)), device), 0.0)
+    x = _tile(_x(38, shape=(2, 1, 64, 64)), device)
+    out = ttsim.scale_mask_softmax(x, 1.0, _tile(torch.zeros(1, 1, 64, 64), device), is_causal_mask=True)
+    assert tuple(out.shape) == (2, 1, 64, 64)
+    with pytest.raises(ttsim.TTFatal, match=r"mask must be \[\.\.\., 64, 64\] broadcasting over input_tensor"):
+        ttsim.scale_mask_softmax(x, 1.0, _tile(torch.zeros(3, 1, 64, 64), device), is_causal_mask=True)

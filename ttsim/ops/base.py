@@ -114,6 +114,24 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
     return x.contiguous() if pads is None else torch.constant_pad_nd(x, pads, 0)
 
 
+def broadcast_shapes(*shapes) -> tuple[int, ...] | None:
+    """torch's broadcasting rule (trailing dims align; each dim equal across shapes or 1), or
+    None when the shapes do not broadcast. Written out: ``torch.broadcast_shapes`` is
+    Python-level and costs more than a small op."""
+    shapes = [tuple(s) for s in shapes]
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    n = max(len(s) for s in shapes)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s, n - len(s)):
+            if d != out[i] and d != 1:
+                if out[i] != 1:
+                    return None
+                out[i] = d
+    return tuple(out)
+
+
 def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory_config, cq_id) -> Tensor:
     """The output tensor, allocated (host side, at the call) on the chips of the first input."""
     if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:

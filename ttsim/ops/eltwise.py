@@ -10,23 +10,14 @@ import torch
 from ..tensor import Tensor, _describe
 from ..types import DataType, MemoryConfig, TTFatal, _tt_enum
 from .activation import fused
-from .base import require_device_tensor, require_same_device, run_op, take_output
+from .base import broadcast_shapes, require_device_tensor, require_same_device, run_op, take_output
 
 
 def _broadcast_shape(op: str, a: Tensor, b: Tensor) -> tuple[int, ...]:
-    """torch's broadcasting rule (trailing dims align; each pair equal or one of them 1),
-    written out: ``torch.broadcast_shapes`` is Python-level and costs more than the op."""
-    sa, sb = tuple(a._shape), tuple(b._shape)
-    if sa == sb:
-        return sa
-    n = max(len(sa), len(sb))
-    sa, sb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
-    out = []
-    for x, y in zip(sa, sb):
-        if x != y and x != 1 and y != 1:
-            raise TTFatal(f"{op}: shapes do not broadcast: {_describe(a)} and {_describe(b)}")
-        out.append(y if x == 1 else x)
-    return tuple(out)
+    shape = broadcast_shapes(a._shape, b._shape)
+    if shape is None:
+        raise TTFatal(f"{op}: shapes do not broadcast: {_describe(a)} and {_describe(b)}")
+    return shape
 
 
 def _run_binary(name: str, fn, input_tensor_a, input_tensor_b, dtype, memory_config, output_tensor=None) -> Tensor:

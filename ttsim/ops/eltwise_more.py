@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from ..tensor import Tensor, _describe
 from ..types import MemoryConfig, TTFatal
 from .activation import fused
-from .base import require_device_tensor, require_same_device, run_op, take_output
+from .base import broadcast_shapes, require_device_tensor, require_same_device, run_op, take_output
 from .eltwise import _binary, _broadcast_shape, _named, _run_binary, _run_unary, _unary, divide, multiply, subtract
 
 # -- short names: the same ops under ttnn's aliases -------------------------------------
@@ -105,9 +105,8 @@ def where(predicate: Tensor, true_value, false_value, *, memory_config: MemoryCo
         elif not isinstance(v, (int, float)):
             raise TTFatal(f"{op}: {name} must be a ttnn.Tensor or a number, got {type(v).__name__}")
     require_same_device(op, tensors)
-    try:
-        shape = tuple(torch.broadcast_shapes(*(tuple(t._shape) for t in tensors.values())))
-    except RuntimeError:
+    shape = broadcast_shapes(*(t._shape for t in tensors.values()))
+    if shape is None:
         raise TTFatal(f"{op}: shapes do not broadcast: {[_describe(t) for t in tensors.values()]}") from None
     names = list(tensors)
     dtype = next((t._dtype for n, t in tensors.items() if n != "predicate"), p._dtype)

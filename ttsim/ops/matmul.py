@@ -7,7 +7,7 @@ import torch
 from ..tensor import Tensor, _describe
 from ..types import TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
 from .unmodelled import refuse_unmodelled
-from .base import require_device_tensor, require_layout, require_same_device, run_op, take_output
+from .base import broadcast_shapes, require_device_tensor, require_layout, require_same_device, run_op, take_output
 
 
 def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b: bool) -> tuple[int, ...]:
@@ -22,10 +22,9 @@ def _matmul_shape(op: str, a: Tensor, b: Tensor, transpose_a: bool, transpose_b:
         raise TTFatal(
             f"{op}: inner dimensions differ: input_tensor_a {sa} (K={sa[-1]}) vs input_tensor_b {sb} (K={sb[-2]})"
         )
-    try:
-        batch = torch.broadcast_shapes(tuple(sa[:-2]), tuple(sb[:-2]))
-    except RuntimeError:
-        raise TTFatal(f"{op}: batch dims do not broadcast: {sa} vs {sb}") from None
+    batch = broadcast_shapes(sa[:-2], sb[:-2])
+    if batch is None:
+        raise TTFatal(f"{op}: batch dims do not broadcast: {sa} vs {sb}")
     return (*batch, sa[-2], sb[-1])
 
 

@@ -7,7 +7,7 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, MemoryConfig, TTFatal
-from .base import require_device_tensor, require_same_device, run_op
+from .base import broadcast_shapes, require_device_tensor, require_same_device, run_op
 
 
 class _SoftmaxDefaultProgramConfig:
@@ -37,9 +37,7 @@ def _scale_mask(op, input_tensor, scale, mask, is_causal_mask, memory_config, in
         ms = list(m._shape)
         rows_ok = ms[-2:] == shape[-2:] if is_causal_mask else (len(ms) >= 2 and ms[-2] in (1, TILE_SIZE)
                                                                 and ms[-1] == shape[-1])
-        try:
-            torch.broadcast_shapes(tuple(ms[:-2]), tuple(shape[:-2]))
-        except RuntimeError:
+        if broadcast_shapes(ms[:-2], shape[:-2]) is None:
             rows_ok = False
         if len(ms) != len(shape) or not rows_ok:
             want = f"[..., {shape[-2]}, {shape[-1]}]" if is_causal_mask else f"[..., 1 or {TILE_SIZE}, {shape[-1]}]"
