@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from .flags import GeneratorFlags
-from .merge_rule import decide_merge
+from .merge_rule import MergeDecision, decide_merge
 
 BUCKETS = (1, 2, 4, 8)
 
@@ -77,6 +77,36 @@ class MergeEvent:
         disagrees on either."""
         return [r for r in self.rows
                 if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
+
+
+@dataclass
+class MergeSite:
+    """One merge's inputs as read: what the decision sees, and what its event reports."""
+    step: int
+    bucket: int
+    previous_bucket: int | None
+    fresh: bool
+    source_bucket: int
+    max_context: int
+    dev_tok: torch.Tensor
+    dev_pos: torch.Tensor
+    host_tok: torch.Tensor
+    host_pos: torch.Tensor
+    recorded: torch.Tensor  # slots prefilled since their last decode
+
+    def decide(self, flags: GeneratorFlags) -> MergeDecision:
+        return decide_merge(flags, self.max_context, self.dev_tok, self.dev_pos, self.host_tok, self.host_pos,
+                            self.recorded)
+
+    def event(self, d: MergeDecision, flags: GeneratorFlags) -> MergeEvent:
+        # one tolist per tensor: indexing a tensor element by element costs a dispatch each
+        cols = zip(self.host_tok.tolist(), self.host_pos.tolist(), self.dev_tok.tolist(), d.dev_pos.tolist(),
+                   d.keep.tolist(), d.reasons, self.recorded.tolist())
+        rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
+                for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
+        return MergeEvent(self.step, self.bucket, self.previous_bucket, self.fresh, d.guard_rejected, rows,
+                          MergeInputs(self.source_bucket, self.dev_tok.tolist(), self.dev_pos.tolist(),
+                                      self.max_context, asdict(flags)))
 
 
 class _DecodeTrace:
@@ -324,18 +354,18 @@ class Generator:
         for slot in self._slots_prefilled_since_decode:
             if slot < bucket:
                 recorded[slot] = True
-        d = decide_merge(self.flags, self.max_context, dev_tok, dev_pos, host_tok, host_pos, recorded)
+        site = MergeSite(self._step, bucket, self._last_bucket, fresh, trace.bucket, self.max_context,
+                         dev_tok, dev_pos, host_tok, host_pos, recorded)
+        return self._decide(site).merged(dev_tok, host_tok, host_pos)
+
+    def _decide(self, site: "MergeSite") -> MergeDecision:
+        """Decide under this generator's flags; count a guard rejection and report the event.
+        (The hook a sweep's shared-arms generator overrides to decide several arms at once.)"""
+        d = site.decide(self.flags)
         self.guard_rejects += d.guard_rejected
         if self.on_merge is not None:
-            # one tolist per tensor: indexing a tensor element by element costs a dispatch each
-            cols = zip(host_tok.tolist(), host_pos.tolist(), dev_tok.tolist(), d.dev_pos.tolist(),
-                       d.keep.tolist(), d.reasons, recorded.tolist())
-            rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
-                    for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
-            self.on_merge(MergeEvent(self._step, bucket, self._last_bucket, fresh, d.guard_rejected, rows,
-                                     MergeInputs(trace.bucket, dev_tok.tolist(), dev_pos.tolist(),
-                                                 self.max_context, asdict(self.flags))))
-        return d.merged(dev_tok, host_tok, host_pos)
+            self.on_merge(site.event(d, self.flags))
+        return d
 
     def _allocate_inputs(self) -> None:
         if not self._traces:

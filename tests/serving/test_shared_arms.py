@@ -1,0 +1,139 @@
+"""Arms sharing a run (fixtures.shared_arms) give each arm exactly its lone run's result.
+
+A sweep runs arms that read the device alike as one run while their merges write the same
+inputs, and reruns an arm from the start once it parts. These tests pin that it is exact:
+whole results (verdicts, blame, guard counts, device stats, every merge event) and merge
+trace files equal the lone runs on seeds where arms part and where they never do.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+from fixtures import scenario
+from fixtures.shared_arms import READ_FLAGS, SharedArmsGenerator, group_arms, split_by_effect
+from fixtures.workloads import stage3
+from model.flags import ARMS
+from model.generator import MergeSite
+from model.merge_trace import read_trace
+from model.serving import Engine
+
+pytestmark = pytest.mark.needs_fault_injection
+
+# seed -> the groups that part from the run of the four merging arms (found with run_arms)
+PARTING = {100: [], 104: [["slots+guard", "all"]], 110: [["slots", "slots+guard", "all"]]}
+
+
+def _lone(workload, seed, expected, **kw):
+    return {arm: scenario.run_scenario(workload, arm, seed, expected=expected, **kw) for arm in ARMS}
+
+
+@pytest.mark.parametrize("seed", sorted(PARTING))
+def test_shared_runs_equal_lone_runs(seed, monkeypatch):
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    parted = []
+    run_group = scenario._run_group
+
+    def spy(workload, group, *args):
+        departed = run_group(workload, group, *args)
+        parted.extend(departed if len(group) > 1 else [])
+        return departed
+
+    monkeypatch.setattr(scenario, "_run_group", spy)
+    shared = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    monkeypatch.undo()
+    assert parted == PARTING[seed], f"seed {seed}: the arms part differently than pinned"
+    lone = _lone(workload, seed, expected, record_merges=True)
+    assert list(shared) == list(ARMS)
+    for arm in ARMS:
+        assert dataclasses.asdict(shared[arm]) == dataclasses.asdict(lone[arm]), (
+            f"seed {seed} arm {arm}: the shared run differs from the lone run; replay: "
+            f"bin/ttsim replay --arm {arm} --seed {seed}")
+    assert any(r.guard_rejects for r in lone.values()), "no arm's guard rejected: the per-arm counts go untested"
+
+
+def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path, monkeypatch):
+    seed = 104  # two arms part and are rerun: their partial merges must not be written
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "shared.jsonl"))
+    scenario.run_arms(workload, list(ARMS), seed, expected=expected)
+    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "lone.jsonl"))
+    _lone(workload, seed, expected)
+    assert (tmp_path / "shared.jsonl").read_bytes() == (tmp_path / "lone.jsonl").read_bytes()
+    assert [run.meta["arm"] for run in read_trace(str(tmp_path / "shared.jsonl"))] == list(ARMS)
+
+
+def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatch):
+    seed = 100
+    workload = stage3(seed)
+    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "t.jsonl"))
+    steps = 0
+    step = Engine.step
+
+    def failing(self):
+        nonlocal steps
+        steps += 1
+        if steps == 30:
+            raise RuntimeError("device lost")
+        step(self)
+
+    monkeypatch.setattr(Engine, "step", failing)
+    with pytest.raises(RuntimeError, match="device lost"):
+        scenario.run_arms(workload, ["control", "slots", "all"], seed, expected=scenario.serial_answers(workload, seed))
+    runs = read_trace(str(tmp_path / "t.jsonl"))
+    assert [r.meta["arm"] for r in runs] == ["control", "slots", "all"] and all(r.merges for r in runs)
+
+
+def test_arms_group_by_how_they_read_the_device():
+    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all"], ["no-merge"], ["all+reads"]]
+    for name in READ_FLAGS:  # each read flag alone separates two arms
+        a = ARMS["all"]
+        b = dataclasses.replace(a, **{name: not getattr(a, name)})
+        assert group_arms({"a": a, "b": b}) == [["a"], ["b"]]
+    assert group_arms({"x": ARMS["control"], "y": ARMS["all"]}) == [["x", "y"]]
+
+
+def test_a_shared_generator_refuses_arms_that_read_differently():
+    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, synced_merge_reads"):
+        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+reads": ARMS["all+reads"]},
+                            max_context=1024, max_pages=32)
+
+
+def _site(dev_tok, dev_pos, host_tok, host_pos, prefilled=()):
+    n = len(host_pos)
+    recorded = torch.zeros(n, dtype=torch.bool)
+    recorded[list(prefilled)] = True
+    t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+    return MergeSite(5, n, n, False, n, 1024, t(dev_tok), t(dev_pos), t(host_tok), t(host_pos), recorded)
+
+
+def _split(site, *arms):
+    return split_by_effect({arm: site.decide(ARMS[arm]) for arm in arms}, site)
+
+
+def test_decisions_that_write_the_same_inputs_stay_together():
+    # row 1 is inactive on the host but not on the device: the guard rejects, the others keep
+    # nothing else either (row 0's device position is behind) -- same writes, different whys
+    site = _site([7, 9], [3, 40], [8, 0], [4, -1])
+    decisions = {arm: site.decide(ARMS[arm]) for arm in ("control", "slots+guard")}
+    assert decisions["slots+guard"].guard_rejected and not decisions["control"].guard_rejected
+    assert split_by_effect(decisions, site) == [["control", "slots+guard"]]
+
+
+def test_decisions_that_write_different_inputs_part_first_arm_first():
+    # row 0 is prefilled and the device is one ahead: control keeps it, the slots fix does not
+    site = _site([7, 0], [5, -1], [8, 0], [4, -1], prefilled=[0])
+    assert _split(site, "control", "slots", "all") == [["control"], ["slots", "all"]]
+    assert _split(site, "slots", "control", "all") == [["slots", "all"], ["control"]]
+
+
+def test_decisions_that_write_different_positions_only_part():
+    # the device token equals the host's, its position is one ahead: only the position differs
+    site = _site([8, 0], [5, -1], [8, 0], [4, -1], prefilled=[0])
+    d = {arm: site.decide(ARMS[arm]) for arm in ("control", "slots")}
+    (tc, pc), (ts, ps) = (d[a].merged(site.dev_tok, site.host_tok, site.host_pos) for a in ("control", "slots"))
+    assert torch.equal(tc, ts) and not torch.equal(pc, ps)
+    assert split_by_effect(d, site) == [["control"], ["slots"]]
