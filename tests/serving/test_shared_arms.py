@@ -137,3 +137,25 @@ def test_decisions_that_write_different_positions_only_part():
     (tc, pc), (ts, ps) = (d[a].merged(site.dev_tok, site.host_tok, site.host_pos) for a in ("control", "slots"))
     assert torch.equal(tc, ts) and not torch.equal(pc, ps)
     assert split_by_effect(d, site) == [["control"], ["slots"]]
+
+
+def test_on_a_given_backend_every_arm_runs_alone(monkeypatch):
+    """Cards do not replay their timing, so arms sharing a run would not be independent
+    samples: with a backend given (here ttsim itself, passed as one) nothing is shared."""
+    import ttsim
+
+    seed = 100
+    workload = stage3(seed)
+    groups = []
+    run_group = scenario._run_group
+
+    def spy(workload, group, *args):
+        groups.append(list(group))
+        return run_group(workload, group, *args)
+
+    monkeypatch.setattr(scenario, "_run_group", spy)
+    expected = scenario.serial_answers(workload, seed)
+    got = scenario.run_arms(workload, ["control", "slots"], seed, expected=expected, backend=ttsim)
+    assert groups == [["control"], ["slots"]]
+    monkeypatch.setattr(scenario, "_run_group", run_group)
+    assert scenario.run_arms(workload, ["control", "slots"], seed, expected=expected)["slots"] == got["slots"]
