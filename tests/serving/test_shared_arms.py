@@ -96,9 +96,12 @@ def test_arms_group_by_how_they_read_the_device():
     assert group_arms({"x": ARMS["control"], "y": ARMS["all"]}) == [["x", "y"]]
 
 
-def test_a_shared_generator_refuses_arms_that_read_differently():
+def test_a_shared_generator_refuses_arms_it_cannot_tell_apart_or_share():
     with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, synced_merge_reads"):
         SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+reads": ARMS["all+reads"]},
+                            max_context=1024, max_pages=32)
+    with pytest.raises(ValueError, match="must differ in their flags"):
+        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "same": ARMS["all"]},
                             max_context=1024, max_pages=32)
 
 
