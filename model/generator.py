@@ -20,6 +20,7 @@ never written.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -98,15 +99,20 @@ class MergeSite:
         return decide_merge(flags, self.max_context, self.dev_tok, self.dev_pos, self.host_tok, self.host_pos,
                             self.recorded)
 
+    @functools.cached_property
+    def _lists(self) -> tuple[list, ...]:
+        """The inputs as lists, once per merge however many decisions it reports: indexing a
+        tensor element by element costs a dispatch each."""
+        return tuple(t.tolist() for t in (self.host_tok, self.host_pos, self.dev_tok, self.dev_pos, self.recorded))
+
     def event(self, d: MergeDecision, flags: GeneratorFlags) -> MergeEvent:
-        # one tolist per tensor: indexing a tensor element by element costs a dispatch each
-        cols = zip(self.host_tok.tolist(), self.host_pos.tolist(), self.dev_tok.tolist(), d.dev_pos.tolist(),
-                   d.keep.tolist(), d.reasons, self.recorded.tolist())
+        host_tok, host_pos, dev_tok, dev_pos, recorded = self._lists
+        cols = zip(host_tok, host_pos, dev_tok, d.dev_pos.tolist(), d.keep.tolist(), d.reasons, recorded)
         rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
                 for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
         return MergeEvent(self.step, self.bucket, self.previous_bucket, self.fresh, d.guard_rejected, rows,
-                          MergeInputs(self.source_bucket, self.dev_tok.tolist(), self.dev_pos.tolist(),
-                                      self.max_context, asdict(flags)))
+                          MergeInputs(self.source_bucket, list(dev_tok), list(dev_pos), self.max_context,
+                                      asdict(flags)))
 
 
 class _DecodeTrace:
@@ -358,7 +364,7 @@ class Generator:
                          dev_tok, dev_pos, host_tok, host_pos, recorded)
         return self._decide(site).merged(dev_tok, host_tok, host_pos)
 
-    def _decide(self, site: "MergeSite") -> MergeDecision:
+    def _decide(self, site: MergeSite) -> MergeDecision:
         """Decide under this generator's flags; count a guard rejection and report the event.
         (The hook a sweep's shared-arms generator overrides to decide several arms at once.)"""
         d = site.decide(self.flags)

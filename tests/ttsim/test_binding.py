@@ -156,7 +156,7 @@ def recording(real):
         _record_methods(mp, rec, real)
         system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, backend=proxy)
         try:
-            gen = system.generator(ARMS["all"])
+            gen = system.generator(flags=ARMS["all"])
             rows = torch.zeros(2, system.max_pages, dtype=torch.int32)
             rows[0, :2], rows[1, :2] = torch.tensor([1, 2]), torch.tensor([3, 4])
             prompts = [list(b"binding proof"), list(b"on a 1x2 mesh, traced")]
