@@ -20,14 +20,13 @@ never written.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
 
 from .flags import GeneratorFlags
-from .merge_rule import MergeDecision, decide_merge
+from .merge_rule import MergeDecision, decide_merge, int_list
 
 BUCKETS = (1, 2, 4, 8)
 
@@ -82,37 +81,31 @@ class MergeEvent:
 
 @dataclass
 class MergeSite:
-    """One merge's inputs as read: what the decision sees, and what its event reports."""
+    """One merge's inputs as read (rows of ints, padded to the bucket): what the decision
+    sees, and what its event reports."""
     step: int
     bucket: int
     previous_bucket: int | None
     fresh: bool
     source_bucket: int
     max_context: int
-    dev_tok: torch.Tensor
-    dev_pos: torch.Tensor
-    host_tok: torch.Tensor
-    host_pos: torch.Tensor
-    recorded: torch.Tensor  # slots prefilled since their last decode
+    dev_tok: list[int]
+    dev_pos: list[int]
+    host_tok: list[int]
+    host_pos: list[int]
+    recorded: list[bool]  # slots prefilled since their last decode
 
     def decide(self, flags: GeneratorFlags) -> MergeDecision:
         return decide_merge(flags, self.max_context, self.dev_tok, self.dev_pos, self.host_tok, self.host_pos,
                             self.recorded)
 
-    @functools.cached_property
-    def _lists(self) -> tuple[list, ...]:
-        """The inputs as lists, once per merge however many decisions it reports: indexing a
-        tensor element by element costs a dispatch each."""
-        return tuple(t.tolist() for t in (self.host_tok, self.host_pos, self.dev_tok, self.dev_pos, self.recorded))
-
     def event(self, d: MergeDecision, flags: GeneratorFlags) -> MergeEvent:
-        host_tok, host_pos, dev_tok, dev_pos, recorded = self._lists
-        cols = zip(host_tok, host_pos, dev_tok, d.dev_pos.tolist(), d.keep.tolist(), d.reasons, recorded)
+        cols = zip(self.host_tok, self.host_pos, self.dev_tok, d.dev_pos, d.keep, d.reasons, self.recorded)
         rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
                 for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
         return MergeEvent(self.step, self.bucket, self.previous_bucket, self.fresh, d.guard_rejected, rows,
-                          MergeInputs(self.source_bucket, list(dev_tok), list(dev_pos), self.max_context,
-                                      asdict(flags)))
+                          MergeInputs(self.source_bucket, list(self.dev_tok), list(self.dev_pos),
+                                      self.max_context, asdict(flags)))
 
 
 class _DecodeTrace:
@@ -240,9 +233,10 @@ class Generator:
         ``tokens``/``start_pos`` are the host's view; the device's own buffers win between
         resets. Returns a DecodeOutput; read it with read_decode_output / process_decode_output_host.
         """
-        host_pos = torch.as_tensor(start_pos, dtype=torch.int64)
-        host_tok = torch.as_tensor(tokens, dtype=torch.int64)
-        active = (host_pos >= 0).nonzero().flatten().tolist()
+        # the host's rows as plain ints: a batch is at most 8 rows, and torch ops on tensors
+        # that small cost more than the bookkeeping itself
+        host_pos, host_tok = int_list(start_pos), int_list(tokens)
+        active = [r for r, p in enumerate(host_pos) if p >= 0]
         if not active:
             raise ValueError("decode_forward: no active row (every start_pos is -1)")
         needed = max(active) + 1
@@ -253,13 +247,15 @@ class Generator:
         if bucket < needed or bucket not in BUCKETS:
             raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows")
         host_tok, host_pos = self._pad(host_tok, bucket, 0), self._pad(host_pos, bucket, -1)
+        gaps = [r for r, p in enumerate(host_pos) if p < 0]
         pt = torch.zeros(bucket, self.max_pages, dtype=torch.int32)
         pt_in = torch.as_tensor(page_table, dtype=torch.int32)
         pt[: min(bucket, pt_in.shape[0])] = pt_in[:bucket]
-        pt[host_pos < 0] = 0  # gaps are neutral
-        slots = torch.arange(bucket, dtype=torch.int32) if slot_remap is None else self._pad(
-            torch.as_tensor(slot_remap, dtype=torch.int64), bucket, -1).to(torch.int32)
-        slots[host_pos < 0] = -1
+        if gaps:
+            pt[gaps] = 0  # gaps are neutral
+        slots = list(range(bucket)) if slot_remap is None else self._pad(int_list(slot_remap), bucket, -1)
+        for r in gaps:
+            slots[r] = -1
 
         self._allocate_inputs()
         trace = self._traces[bucket]
@@ -300,39 +296,40 @@ class Generator:
             self.read_decode_output(out, async_read=False)
         if out.event is not None:
             self.ttnn.event_synchronize(out.event)
-        return self._to_host(out.host).reshape(-1)[: out.rows].tolist()
+        return self._host_ints(out.host)[: out.rows]
 
     # -- internals ----------------------------------------------------------------------
     @staticmethod
-    def _pad(x: torch.Tensor, n: int, fill: int) -> torch.Tensor:
-        out = torch.full((n,), fill, dtype=torch.int64)
-        m = min(n, x.shape[0])
-        out[:m] = x[:m]
-        return out
+    def _pad(x: list[int], n: int, fill: int) -> list[int]:
+        return x[:n] + [fill] * (n - min(n, len(x)))
 
-    def _to_host(self, t) -> torch.Tensor:
+    def _host_ints(self, t) -> list[int]:
+        """A host tensor's values (chip 0's shard of a mesh tensor), flattened, as ints."""
         ttnn = self.ttnn
         if self.mesh_device.get_num_devices() > 1:
             t = ttnn.get_device_tensors(t)[0]
-        return ttnn.to_torch(t).to(torch.int64)
+        return ttnn.to_torch(t).reshape(-1).tolist()
 
-    def _upload(self, values: torch.Tensor, like, dtype) -> None:
+    def _upload(self, values, like, dtype) -> None:
+        """Write ``values`` (a tensor or a row of ints) into device tensor ``like``, as int32
+        bit patterns (a uint32 token of 2**31 or more wraps, as production's int32 staging does)."""
         ttnn = self.ttnn
+        values = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.int64)
         host = ttnn.from_torch(values.reshape(tuple(like.shape)).to(torch.int32), dtype=dtype,
                                layout=ttnn.ROW_MAJOR_LAYOUT)
         ttnn.copy_host_to_device_tensor(host, like)
 
-    def _write_if_changed(self, trace: _DecodeTrace, page_table: torch.Tensor, slots: torch.Tensor) -> None:
+    def _write_if_changed(self, trace: _DecodeTrace, page_table: torch.Tensor, slots: list[int]) -> None:
         if trace.page_table_host is None or not torch.equal(trace.page_table_host, page_table):
             self._upload(page_table, trace.page_table, self.ttnn.int32)
             trace.page_table_host = page_table.clone()
         self._upload(slots, trace.slots, self.ttnn.int32)
 
-    def _write_inputs(self, trace: _DecodeTrace, tokens: torch.Tensor, positions: torch.Tensor) -> None:
+    def _write_inputs(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
         self._upload(tokens, trace.tokens, self.ttnn.uint32)
         self._upload(positions, trace.positions, self.ttnn.int32)
 
-    def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[list[int], list[int]]:
         """Read the trace's token/position buffers into its host mirrors.
 
         As in production, the reads are non-blocking and the merge synchronises on the event
@@ -346,20 +343,16 @@ class Generator:
             ttnn.event_synchronize(ttnn.record_event(self.mesh_device, 0))
         elif self._last_read_event is not None:
             ttnn.event_synchronize(self._last_read_event)
-        dev_tok = self._to_host(trace.tok_mirror).reshape(-1)[:bucket] & 0xFFFFFFFF
-        dev_pos = self._to_host(trace.pos_mirror).reshape(-1)[:bucket]
+        dev_tok = [t & 0xFFFFFFFF for t in self._host_ints(trace.tok_mirror)[:bucket]]
+        dev_pos = self._host_ints(trace.pos_mirror)[:bucket]
         return dev_tok, dev_pos
 
-    def _merge(self, trace, bucket, fresh, host_tok, host_pos) -> tuple[torch.Tensor, torch.Tensor]:
+    def _merge(self, trace, bucket, fresh, host_tok, host_pos) -> tuple[list[int], list[int]]:
         """The production merge of device and host inputs, with the switchable fixes."""
         dev_tok, dev_pos = self._read_device_state(trace, bucket)
-        if trace.bucket < bucket:  # rows the source trace never had: no device state
-            dev_tok = torch.cat([dev_tok, torch.zeros(bucket - trace.bucket, dtype=dev_tok.dtype)])
-            dev_pos = torch.cat([dev_pos, torch.full((bucket - trace.bucket,), -1, dtype=dev_pos.dtype)])
-        recorded = torch.zeros(bucket, dtype=torch.bool)
-        for slot in self._slots_prefilled_since_decode:
-            if slot < bucket:
-                recorded[slot] = True
+        missing = bucket - trace.bucket  # rows the source trace never had: no device state
+        dev_tok, dev_pos = dev_tok + [0] * missing, dev_pos + [-1] * missing
+        recorded = [slot in self._slots_prefilled_since_decode for slot in range(bucket)]
         site = MergeSite(self._step, bucket, self._last_bucket, fresh, trace.bucket, self.max_context,
                          dev_tok, dev_pos, host_tok, host_pos, recorded)
         return self._decide(site).merged(dev_tok, host_tok, host_pos)
