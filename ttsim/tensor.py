@@ -445,11 +445,11 @@ def _host_junk(t: Tensor, label: str):
     """Seeded contents of a freshly malloc'd host buffer (never read by a correct program), as
     a function making them: the key is taken now, the bytes only when needed."""
     dev = t._device
-    key = derive("host-buffer", label, dev.stats["commands"], seed=dev.seed)
+    issued, seed = dev.stats["commands"], dev.seed  # the key's inputs, hashed only if needed
     dtype, layout, padded, n = t._dtype, t._layout, tuple(t._padded), len(t._buffers)
 
     def make() -> list[torch.Tensor]:
-        raw = junk_bytes(key, 0, numerics.nbytes(dtype, layout, padded))
+        raw = junk_bytes(derive("host-buffer", label, issued, seed=seed), 0, numerics.nbytes(dtype, layout, padded))
         return [numerics.decode(raw, dtype, layout, padded) for _ in range(n)]
 
     return make

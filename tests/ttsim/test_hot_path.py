@@ -156,3 +156,55 @@ def test_an_embedding_id_outside_the_vocab_is_named(device, bad):
     ids = rm(((raw & 0xFFFFFFFF) - ((raw & 0x80000000) << 1)).to(torch.int32), device, ttsim.uint32)
     with pytest.raises(ttsim.TTFatal, match=rf"embedding: token id {bad} in input_tensor is outside the weight's vocab \[0, 4\)"):
         ttsim.to_torch(ttsim.embedding(ids, tbl))
+
+
+# -- ops that only move values work on bf16 as stored (run_op's moves_values) -------------------
+
+TILE = ttsim.TILE_LAYOUT
+
+
+def _junk_bf16(device, shape, layout):
+    """Never-written memory, as bf16: random bit patterns, so non-canonical NaNs (0xFFxx,
+    0x7Fxx with any payload), infinities, negative zeros and subnormals all occur."""
+    return ttsim.allocate_tensor_on_device(ttsim.Shape(shape), ttsim.bfloat16, layout, device)
+
+
+def _bits(t) -> list[int]:
+    return ttsim.to_torch(t).view(torch.int16).reshape(-1).tolist()
+
+
+MOVES = {
+    "reshape": lambda x, ids: ttsim.reshape(x, [1, 64, 96]),
+    "to_layout": lambda x, ids: ttsim.to_layout(x, RM),
+    "typecast": lambda x, ids: ttsim.typecast(x, ttsim.bfloat16),
+    "embedding": lambda x, ids: ttsim.embedding(ids, ttsim.to_layout(x, RM), layout=TILE),
+    # the moved values widened to a float32 / block-float output, NaN payloads included
+    "typecast to float32": lambda x, ids: ttsim.typecast(x, ttsim.float32),
+    "embedding to float32": lambda x, ids: ttsim.embedding(ids, ttsim.to_layout(x, RM), dtype=ttsim.float32),
+    "to_layout to bfloat8_b": lambda x, ids: ttsim.to_layout(ttsim.to_layout(x, RM), TILE, dtype=ttsim.bfloat8_b),
+}
+
+
+@pytest.mark.parametrize("op", sorted(MOVES))
+def test_a_value_moving_op_stores_what_the_float32_path_stores(op, device, monkeypatch):
+    """Differential: the same op on the same junk, once on stored bf16 and once through the
+    float32 widening every other op takes (chip_stored swapped for chip_logical)."""
+    from ttsim.ops import base
+
+    x = _junk_bf16(device, [96, 64], TILE)
+    ids = rm(torch.tensor([[0, 95, 17, 17, 3]], dtype=torch.int32), device, ttsim.uint32)
+    raw = _bits(x)
+    assert any((b & 0x7F80) == 0x7F80 and b & 0x7F and b != 0x7FC0 for b in raw), "junk holds no odd NaN"
+    fast = _bits(MOVES[op](x, ids))
+    monkeypatch.setattr(base, "chip_stored", base.chip_logical)
+    assert fast == _bits(MOVES[op](x, ids))
+
+
+def test_a_moved_bf16_nan_is_stored_canonical_and_every_other_value_exactly(device):
+    x = _junk_bf16(device, [64, 96], RM)
+    before = _bits(x)
+    after = _bits(ttsim.reshape(x, [96, 64]))
+    nan = [(b & 0x7F80) == 0x7F80 and (b & 0x7F) != 0 for b in before]
+    assert any(nan) and any((b & 0xFFFF) == 0x8000 for b in before)  # NaNs and a -0.0 to keep
+    assert [a & 0xFFFF for a, n in zip(after, nan) if n] == [0x7FC0] * sum(nan)
+    assert [a for a, n in zip(after, nan) if not n] == [b for b, n in zip(before, nan) if not n]

@@ -51,16 +51,28 @@ def require_same_device(op: str, tensors: dict[str, Tensor]) -> MeshDevice:
     return first._device
 
 
-def logical(data: torch.Tensor, t: Tensor) -> torch.Tensor:
-    """The logical (unpadded) values of one chip's storage, float32 or int32."""
+def unpadded(data: torch.Tensor, t: Tensor) -> torch.Tensor:
+    """One chip's storage of ``t`` without its tile padding, in the storage format."""
     x = data
     if x.shape != t._shape:
         for dim, (have, want) in enumerate(zip(x.shape, t._shape)):
             if have != want:
                 x = x.narrow(dim, 0, want)
+    return x
+
+
+def logical(data: torch.Tensor, t: Tensor) -> torch.Tensor:
+    """The logical (unpadded) values of one chip's storage, float32 or int32."""
+    x = unpadded(data, t)
     if t._dtype in INTEGER_TYPES:
         return x
     return x if x.dtype == torch.float32 else x.to(torch.float32)
+
+
+def chip_stored(buf, t: Tensor) -> torch.Tensor:
+    """:func:`unpadded` of what ``buf`` (one chip's storage of ``t``) holds now: the values of
+    a bf16 tensor as bf16, for ops that only move values (see ``run_op``'s ``moves_values``)."""
+    return unpadded(buf.chip.contents(buf), t)
 
 
 def chip_logical(buf, t: Tensor) -> torch.Tensor:
@@ -72,19 +84,21 @@ def chip_logical(buf, t: Tensor) -> torch.Tensor:
     replay's in-place ops) and nobody wrote into the converted values themselves.
     Anything else (a new object from an op, a residue decode, trace corruption) misses."""
     data = buf.chip.contents(buf)
-    if data.is_inference():  # no version counter to invalidate by: convert every time
-        return logical(data, t)
-    memo = buf.__dict__.get("_logical")
+    memo = buf.__dict__.get("_logical")  # never made for an inference tensor (see below)
     if (memo is not None and memo[0] is data and memo[1] == data._version and memo[2] == t._shape
             and memo[3] == t._dtype and memo[4]._version == memo[5]):
         return memo[4]
+    if data.is_inference():  # no version counter to invalidate by: convert every time
+        return logical(data, t)
     x = logical(data, t)
     buf._logical = (data, data._version, t._shape, t._dtype, x, x._version)
     return x
 
 
-#: output formats whose storage IS these torch values (numerics.quantize would only copy them)
-_SAME_STORAGE = {DataType.FLOAT32: torch.float32, DataType.INT32: torch.int32, DataType.UINT32: torch.int32}
+#: output formats whose storage IS these torch values (numerics.quantize would at most copy
+#: them; a bf16 value only has its NaNs canonicalised, see ``moves_values``)
+_SAME_STORAGE = {DataType.FLOAT32: torch.float32, DataType.INT32: torch.int32, DataType.UINT32: torch.int32,
+                 DataType.BFLOAT16: torch.bfloat16}
 
 
 def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = ()) -> torch.Tensor:
@@ -105,6 +119,8 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
         return numerics.quantize(x, dtype).contiguous()
     # elementwise formats: round the logical values, then pad (zero is exact in every format)
     if x.dtype == _SAME_STORAGE.get(dtype):  # float32 -> FLOAT32, int32 -> (U)INT32: nothing to round
+        if dtype == DataType.BFLOAT16:
+            x = numerics.to_bfloat16(x)  # bf16 -> BFLOAT16: NaNs canonicalised, nothing else
         if pads is None and x._base is None and not any(x is a for a in inputs):
             return x.contiguous()
         if pads is None:  # an input (or its memo, see chip_logical) or a view: copy
@@ -175,8 +191,15 @@ def run_op(
     reads_output: bool = False,
     pool: Tensor | None = None,
     output_tensor: Tensor | None = None,
+    moves_values: bool = False,
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
+
+    ``moves_values``: ``math`` only moves values (a gather, a reshape, a layout change), so it
+    sees its inputs as stored (bf16 as bf16) instead of widened to float32. Widening and
+    rounding back is the identity on every non-NaN bf16 value, and storing the result
+    canonicalises NaNs as that rounding does; a float32 or block-float output widens the
+    moved values exactly as it would have widened the inputs.
 
     Extras, in order: ``chip_args(i)``; with ``reads_output`` the output's current logical
     contents (what its memory holds: ops that skip rows leave them as they were); with
@@ -194,10 +217,11 @@ def run_op(
     out_bufs = out._buffers
 
     pool_bufs = pool._buffers if pool is not None else None
+    read = chip_stored if moves_values else chip_logical
 
     def execute():
         for i, ob in enumerate(out_bufs):
-            args = [chip_logical(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
+            args = [read(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
             if chip_args is not None:
                 args.extend(chip_args(i))
             if reads_output:

@@ -34,7 +34,7 @@ def to_layout(
         return Tensor._make(tensor._shape, dtype, layout, host=host)
     require_device_tensor("to_layout", "tensor", tensor)
     return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
-                  memory_config=memory_config)
+                  memory_config=memory_config, moves_values=True)
 
 
 def typecast(
@@ -55,4 +55,4 @@ def typecast(
         dtype = take_output("typecast", output_tensor, input_tensor._shape, dtype, input_tensor._layout, input_tensor,
                             dtype_given=True)
     return run_op("typecast", [input_tensor], input_tensor._shape, dtype, input_tensor._layout, lambda x: x,
-                  memory_config=memory_config, output_tensor=output_tensor)
+                  memory_config=memory_config, output_tensor=output_tensor, moves_values=True)

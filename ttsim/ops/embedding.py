@@ -84,4 +84,5 @@ def embedding(
             out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         return out
 
-    return run_op(op, [ids, w], (batch, seq, hidden), out_dtype, out_layout, math, memory_config=memory_config)
+    return run_op(op, [ids, w], (batch, seq, hidden), out_dtype, out_layout, math, memory_config=memory_config,
+                  moves_values=True)

@@ -66,7 +66,8 @@ def _host_op(x: Tensor, shape, fn) -> Tensor:
 def _view_op(op: str, x: Tensor, shape, memory_config) -> Tensor:
     if x._device is None:
         return _host_op(x, shape, lambda v: v.reshape(shape))
-    return run_op(op, [x], shape, x._dtype, x._layout, lambda v: v.reshape(shape), memory_config=memory_config)
+    return run_op(op, [x], shape, x._dtype, x._layout, lambda v: v.reshape(shape), memory_config=memory_config,
+                  moves_values=True)
 
 
 def reshape(
