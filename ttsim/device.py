@@ -45,7 +45,12 @@ WORKER_CORES = WORKER_GRID.x * WORKER_GRID.y
 TILE_BYTES = BF16_TILE_BYTES[DataType.BFLOAT16]
 
 
-_thread = threading.local()
+class _ThreadState(threading.local):
+    def __init__(self):  # runs once per thread, on its first use
+        self.cq_stack: list[int] = []
+
+
+_thread = _ThreadState()
 
 
 def current_cq_id(cq_id: int | None = None) -> int:
@@ -53,13 +58,11 @@ def current_cq_id(cq_id: int | None = None) -> int:
     innermost ``ttnn.command_queue(cq)``."""
     if cq_id is not None:
         return cq_id
-    stack = getattr(_thread, "cq_stack", None)
+    stack = _thread.cq_stack
     return stack[-1] if stack else 0
 
 
 def push_cq_id(cq_id: int) -> None:
-    if not hasattr(_thread, "cq_stack"):
-        _thread.cq_stack = []
     _thread.cq_stack.append(cq_id)
 
 

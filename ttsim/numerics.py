@@ -167,6 +167,10 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
             return x.clone()
         if x.dtype == torch.int64:
             return x.to(torch.int32)
+        if x.is_floating_point() and x.numel():
+            lo, hi = torch.aminmax(x)  # a NaN makes both NaN: the comparison fails
+            if -(2**31) <= float(lo) and float(hi) < 2**31:  # no wrap: the cast truncates toward zero
+                return x.to(torch.int32)
         v = (x.to(torch.float64).trunc() if x.is_floating_point() else x).to(torch.int64)
         v = v & 0xFFFFFFFF  # two's complement wrap, as a static_cast to 32 bits does
         return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)

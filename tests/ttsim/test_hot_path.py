@@ -95,6 +95,33 @@ def test_int_quantize_fast_paths_wrap_like_the_explicit_rule(src):
         assert out.data_ptr() != x.data_ptr()  # a copy, never the caller's tensor
 
 
+def _float_to_int32_explicit(v: float) -> int:
+    """ttnn's float -> int32 conversion: truncate toward zero, keep the low 32 bits."""
+    w = int(torch.tensor(v, dtype=torch.float64).trunc().to(torch.int64)) & 0xFFFFFFFF
+    return w - 2**32 if w >= 2**31 else w
+
+
+# float32 values around the int32 range (2**31 - 128 is the largest float32 below 2**31)
+FLOAT_TO_INT = [0.0, 0.5, -0.5, -1.7, 3.99, 2.0**31 - 128, 2.0**31, -(2.0**31), -(2.0**31) - 256, 2.0**32 + 512,
+                1e20, -1e20]
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("v", FLOAT_TO_INT)
+def test_float_to_int32_fast_path_equals_the_explicit_rule_at_each_boundary(src, v):
+    """One value per tensor, so each value alone decides whether the in-range cast applies."""
+    x = torch.tensor([v], dtype=src)
+    for dtype in (ttsim.int32, ttsim.uint32):
+        assert numerics.quantize(x, dtype).tolist() == [_float_to_int32_explicit(float(x[0]))], (v, dtype)
+
+
+def test_one_value_out_of_range_sends_the_whole_tensor_the_explicit_way():
+    x = torch.tensor([1.5, -2.5, 2.0**31, 7.0], dtype=torch.float32)
+    assert numerics.quantize(x, ttsim.int32).tolist() == [1, -2, -(2**31), 7]
+    x = torch.tensor([1.5, float("nan"), 7.9], dtype=torch.float32)
+    assert numerics.quantize(x, ttsim.int32).tolist() == [_float_to_int32_explicit(v) for v in x.tolist()]
+
+
 def bits(t: torch.Tensor) -> list[int]:
     return [v & 0xFFFF for v in t.view(torch.int16).tolist()]
 

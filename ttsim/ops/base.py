@@ -8,6 +8,7 @@ ttnn); the math runs when the device reaches the command.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import torch
@@ -101,18 +102,24 @@ _SAME_STORAGE = {DataType.FLOAT32: torch.float32, DataType.INT32: torch.int32, D
                  DataType.BFLOAT16: torch.bfloat16}
 
 
+@functools.lru_cache(maxsize=None)
+def _tile_pads(shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """constant_pad_nd's pads (last dim first) from ``shape`` to its tile-padded shape, or None."""
+    padded = tile_padded(shape)
+    if shape == padded:
+        return None
+    pads: tuple[int, ...] = ()
+    for have, want in zip(reversed(shape), reversed(padded)):
+        pads += (0, want - have)
+    return pads
+
+
 def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = ()) -> torch.Tensor:
     """Logical results -> storage form of the output (padded with zeros if TILE).
 
     The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
     view: a buffer owns its data (another buffer's in-place write must not show here)."""
-    pads = None
-    if layout == Layout.TILE:
-        padded = tile_padded(tuple(x.shape))
-        if tuple(x.shape) != padded:
-            pads = []
-            for have, want in zip(reversed(x.shape), reversed(padded)):
-                pads += [0, want - have]
+    pads = _tile_pads(tuple(x.shape)) if layout == Layout.TILE else None
     if dtype in BLOCK_FLOATS:  # a shared exponent spans 16 values of a face row: pad first
         if pads is not None:
             x = torch.constant_pad_nd(x, pads, 0)

@@ -72,14 +72,13 @@ def embedding(
     def math(tok, table):
         # UINT32 ids are int32 bit patterns: a negative one is >= 2**31, outside any vocab, so
         # the range check and the lookup can use the stored ints as they are
-        idx = tok.reshape(-1) if ids._dtype == DataType.UINT32 else tok.reshape(-1).to(torch.int64)
+        idx = tok.reshape(batch, seq) if ids._dtype == DataType.UINT32 else tok.reshape(batch, seq).to(torch.int64)
         lo, hi = torch.aminmax(idx) if idx.numel() else (0, 0)
         if int(lo) < 0 or int(hi) >= vocab:
-            wide = idx.to(torch.int64) & 0xFFFFFFFF if ids._dtype == DataType.UINT32 else idx
+            wide = idx.reshape(-1).to(torch.int64) & 0xFFFFFFFF if ids._dtype == DataType.UINT32 else idx.reshape(-1)
             first = wide[(wide < 0) | (wide >= vocab)][0].item()
             raise TTFatal(f"{op}: token id {first} in input_tensor is outside the weight's vocab [0, {vocab})")
-        out = table.reshape(vocab, hidden).index_select(0, idx).reshape(batch, seq, hidden)
-        idx = idx.reshape(batch, seq)
+        out = torch.embedding(table.reshape(vocab, hidden), idx)  # [batch, seq, hidden]
         if pad is not None:
             out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         return out
