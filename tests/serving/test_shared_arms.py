@@ -53,6 +53,22 @@ def test_shared_runs_equal_lone_runs(seed, monkeypatch):
     assert any(r.guard_rejects for r in lone.values()), "no arm's guard rejected: the per-arm counts go untested"
 
 
+def test_inference_mode_changes_no_result(monkeypatch):
+    """run_arms runs in torch's inference mode for speed; without it every arm's result, every
+    merge event included, is the same (seed 104: two arms part and are rerun)."""
+    import contextlib
+
+    import torch
+
+    seed = 104
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    fast = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    monkeypatch.setattr(torch, "inference_mode", contextlib.nullcontext)
+    plain = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    assert {a: dataclasses.asdict(r) for a, r in fast.items()} == {a: dataclasses.asdict(r) for a, r in plain.items()}
+
+
 def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path, monkeypatch):
     seed = 104  # two arms part and are rerun: their partial merges must not be written
     workload = stage3(seed)

@@ -176,6 +176,22 @@ def test_the_memo_is_not_served_once_its_values_were_written_into(device):
     assert chip_logical(buf, x).tolist() == [1.0, 2.0]
 
 
+def test_inference_tensors_are_converted_on_every_read_and_show_in_place_writes(device):
+    """Scenarios run in torch's inference mode (fixtures/scenario.py): a buffer's data then has
+    no version counter, so the memo is never made and an in-place write must still show."""
+    from ttsim.ops.base import chip_logical
+
+    tile = ttsim.TILE_LAYOUT
+    with torch.inference_mode():
+        x = ttsim.from_torch(torch.ones(3, 5), dtype=ttsim.bfloat16, layout=tile, device=device)
+        assert ttsim.to_torch(ttsim.add(x, x)).float().unique().tolist() == [2.0]
+        ttsim.synchronize_device(device)
+        assert x._buffers[0].data.is_inference()
+        assert chip_logical(x._buffers[0], x) is not chip_logical(x._buffers[0], x)
+        ttsim.copy(ttsim.from_torch(torch.full((3, 5), 4.0), dtype=ttsim.bfloat16, layout=tile, device=device), x)
+        assert ttsim.to_torch(ttsim.add(x, x)).float().unique().tolist() == [8.0]
+
+
 @pytest.mark.parametrize("bad", [4, 2**31 + 3, 2**32 - 1])
 def test_an_embedding_id_outside_the_vocab_is_named(device, bad):
     tbl = table(device, 0.0)  # vocab 4
