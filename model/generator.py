@@ -108,6 +108,11 @@ class MergeSite:
                                       self.max_context, asdict(flags)))
 
 
+def _int32_bits(v: int) -> int:
+    """The low 32 bits of ``v`` as a signed int32 (two's complement, as a static_cast does)."""
+    return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
 class _DecodeTrace:
     """One bucket's decode: persistent input buffers, host mirrors, and (once captured) a trace.
 
@@ -130,7 +135,7 @@ class _DecodeTrace:
         self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
         self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
         self.executed = False
-        self.page_table_host: torch.Tensor | None = None
+        self.page_table_host: tuple[tuple[int, ...], ...] | None = None  # what the device holds
         self.trace_id = None
         self.logits = None
 
@@ -247,12 +252,12 @@ class Generator:
         if bucket < needed or bucket not in BUCKETS:
             raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows")
         host_tok, host_pos = self._pad(host_tok, bucket, 0), self._pad(host_pos, bucket, -1)
-        gaps = [r for r, p in enumerate(host_pos) if p < 0]
-        pt = torch.zeros(bucket, self.max_pages, dtype=torch.int32)
-        pt_in = torch.as_tensor(page_table, dtype=torch.int32)
-        pt[: min(bucket, pt_in.shape[0])] = pt_in[:bucket]
-        if gaps:
-            pt[gaps] = 0  # gaps are neutral
+        gaps = {r for r, p in enumerate(host_pos) if p < 0}
+        given = int_list(page_table)  # one row of page ids per host row ([rows, max_pages])
+        if any(len(row) != self.max_pages for row in given[:bucket]):
+            raise ValueError(f"decode_forward: page_table rows must hold max_pages={self.max_pages} page ids")
+        zero = (0,) * self.max_pages  # gaps and rows past the host's are neutral
+        pt = tuple(zero if r in gaps or r >= len(given) else tuple(given[r]) for r in range(bucket))
         slots = list(range(bucket)) if slot_remap is None else self._pad(int_list(slot_remap), bucket, -1)
         for r in gaps:
             slots[r] = -1
@@ -311,23 +316,23 @@ class Generator:
         return ttnn.to_torch(t).reshape(-1).tolist()
 
     def _upload(self, values, like, dtype) -> None:
-        """Write ``values`` (a tensor or a row of ints) into device tensor ``like``, as int32
-        bit patterns (a uint32 token of 2**31 or more wraps, as production's int32 staging does)."""
+        """Write ``values`` (ints, or rows of ints, in int32 range) into device tensor ``like``."""
         ttnn = self.ttnn
-        values = values if isinstance(values, torch.Tensor) else torch.tensor(values, dtype=torch.int64)
-        host = ttnn.from_torch(values.reshape(tuple(like.shape)).to(torch.int32), dtype=dtype,
+        host = ttnn.from_torch(torch.tensor(values, dtype=torch.int32).reshape(tuple(like.shape)), dtype=dtype,
                                layout=ttnn.ROW_MAJOR_LAYOUT)
         ttnn.copy_host_to_device_tensor(host, like)
 
-    def _write_if_changed(self, trace: _DecodeTrace, page_table: torch.Tensor, slots: list[int]) -> None:
-        if trace.page_table_host is None or not torch.equal(trace.page_table_host, page_table):
+    def _write_if_changed(self, trace: _DecodeTrace, page_table: tuple, slots: list[int]) -> None:
+        if trace.page_table_host != page_table:
             self._upload(page_table, trace.page_table, self.ttnn.int32)
-            trace.page_table_host = page_table.clone()
+            trace.page_table_host = page_table
         self._upload(slots, trace.slots, self.ttnn.int32)
 
     def _write_inputs(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
-        self._upload(tokens, trace.tokens, self.ttnn.uint32)
-        self._upload(positions, trace.positions, self.ttnn.int32)
+        # staged as int32 bit patterns: a uint32 token of 2**31 or more wraps, as production's
+        # int32 staging does
+        self._upload([_int32_bits(t) for t in tokens], trace.tokens, self.ttnn.uint32)
+        self._upload([_int32_bits(p) for p in positions], trace.positions, self.ttnn.int32)
 
     def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[list[int], list[int]]:
         """Read the trace's token/position buffers into its host mirrors.

@@ -106,11 +106,11 @@ class TTRunner:
         if st is not None and st.slot is not None:
             self.slots[st.slot] = None
 
-    def _page_row(self, st: _ReqState):
-        """The request's page-table row (read-only: rebuilt only when its blocks change)."""
+    def _page_row(self, st: _ReqState) -> tuple[int, ...]:
+        """The request's page-table row, ``max_pages`` ids (rebuilt only when its blocks change)."""
         blocks = tuple(st.blocks[: self.max_pages])
         if st.row is None or st.row[0] != blocks:
-            st.row = (blocks, torch.tensor(blocks + (0,) * (self.max_pages - len(blocks)), dtype=torch.int32))
+            st.row = (blocks, blocks + (0,) * (self.max_pages - len(blocks)))
         return st.row[1]
 
     # -- one engine step ------------------------------------------------------------------
@@ -176,7 +176,8 @@ class TTRunner:
         upto = end if final else end - end % self.prefill_chunk
         if upto <= st.upto:
             return []
-        first = self.gen.prefill_forward([st.tokens[st.upto:upto]], [self._page_row(st)], prompt_lens=[upto],
+        row = torch.tensor(self._page_row(st), dtype=torch.int32)
+        first = self.gen.prefill_forward([st.tokens[st.upto:upto]], [row], prompt_lens=[upto],
                                          empty_slots=[st.slot], start_pos=[st.upto], last_chunk=[final])[0]
         st.upto = upto
         if first is None:
@@ -192,7 +193,7 @@ class TTRunner:
             self.resolve_pending()  # the host must know every continuing row's last token
         width = max(st.slot for st in rows) + 1
         tokens, positions = [0] * width, [-1] * width
-        table = torch.zeros(width, self.max_pages, dtype=torch.int32)
+        table = [(0,) * self.max_pages] * width  # rows of page ids
         for st in rows:
             tokens[st.slot] = st.tokens[-1]  # stale by one step unless resolved
             positions[st.slot] = st.computed

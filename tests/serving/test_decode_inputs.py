@@ -1,0 +1,53 @@
+"""What decode_forward stages into a bucket's persistent input buffers besides tokens and
+positions: the page table and the slot map, with neutral rows for gaps."""
+
+import pytest
+import torch
+
+import ttsim
+from fixtures.scenario import System
+from fixtures.workloads import FaultKnobs
+from model.flags import ARMS
+
+
+@pytest.fixture
+def system():
+    s = System(0, FaultKnobs())
+    yield s
+    s.close()
+
+
+def _staged(system, positions, table, **kw):
+    gen = system.generator(flags=ARMS["all"])
+    tokens = [3] * len(positions)
+    gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
+    out = gen.decode_forward(tokens, positions, table, reset_batch=True, **kw)
+    trace = out.trace
+    return (ttsim.to_torch(trace.page_table).tolist(), ttsim.to_torch(trace.slots).tolist())
+
+
+def _row(system, first):
+    return [first + i for i in range(4)] + [0] * (system.max_pages - 4)
+
+
+def test_a_gap_row_stages_a_zero_page_row_and_slot_minus_one(system):
+    table = [_row(system, 1), _row(system, 10), _row(system, 20)]
+    pages, slots = _staged(system, [3, -1, 3], table)
+    zero = [0] * system.max_pages
+    assert pages == [_row(system, 1), zero, _row(system, 20), zero]  # bucket 4: row 3 is past the host's
+    assert slots == [0, -1, 2, -1]
+
+
+def test_the_page_table_is_restaged_when_a_row_changes(system):
+    gen = system.generator(flags=ARMS["no-merge"])
+    gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
+    for first in (1, 1, 7):
+        out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True)
+        gen.process_decode_output_host(out)
+        assert ttsim.to_torch(out.trace.page_table).tolist() == [_row(system, first)]
+
+
+def test_page_table_rows_of_the_wrong_width_are_named(system):
+    gen = system.generator(flags=ARMS["all"])
+    with pytest.raises(ValueError, match=f"max_pages={system.max_pages}"):
+        gen.decode_forward([3], [3], [[1, 2]], reset_batch=True)
