@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 
 from .flags import GeneratorFlags
+from .host_ints import int32_tensor
 from .merge_rule import MergeDecision, decide_merge, int_list
 
 BUCKETS = (1, 2, 4, 8)
@@ -318,7 +319,8 @@ class Generator:
     def _upload(self, values, like, dtype) -> None:
         """Write ``values`` (ints, or rows of ints, in int32 range) into device tensor ``like``."""
         ttnn = self.ttnn
-        host = ttnn.from_torch(torch.tensor(values, dtype=torch.int32).reshape(tuple(like.shape)), dtype=dtype,
+        rows = bool(values) and isinstance(values[0], (tuple, list))
+        host = ttnn.from_torch(int32_tensor(values, rows).reshape(tuple(like.shape)), dtype=dtype,
                                layout=ttnn.ROW_MAJOR_LAYOUT)
         ttnn.copy_host_to_device_tensor(host, like)
 

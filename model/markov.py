@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .host_ints import int32_tensor
+
 
 @dataclass(frozen=True)
 class MarkovConfig:
@@ -99,7 +101,7 @@ class MarkovModel:
         if n == 0 or start_pos + n > c.max_context:
             raise ValueError(f"tokens: {n} tokens at start_pos {start_pos} do not fit max_context {c.max_context}")
         rm = ttnn.ROW_MAJOR_LAYOUT
-        ids = ttnn.from_torch(torch.tensor([list(tokens)], dtype=torch.int32), dtype=ttnn.uint32, layout=rm,
+        ids = ttnn.from_torch(int32_tensor(tokens).unsqueeze(0), dtype=ttnn.uint32, layout=rm,
                               device=self.mesh_device)
         pos = ttnn.from_torch(torch.arange(start_pos, start_pos + n, dtype=torch.int32).unsqueeze(0),
                               dtype=ttnn.uint32, layout=rm, device=self.mesh_device)

@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
+from .host_ints import int32_tensor
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -176,7 +176,7 @@ class TTRunner:
         upto = end if final else end - end % self.prefill_chunk
         if upto <= st.upto:
             return []
-        row = torch.tensor(self._page_row(st), dtype=torch.int32)
+        row = int32_tensor(self._page_row(st))
         first = self.gen.prefill_forward([st.tokens[st.upto:upto]], [row], prompt_lens=[upto],
                                          empty_slots=[st.slot], start_pos=[st.upto], last_chunk=[final])[0]
         st.upto = upto
