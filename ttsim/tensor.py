@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 
@@ -52,6 +54,12 @@ def _describe(t: "Tensor") -> str:
     return f"Tensor(shape={list(t._shape)}, dtype={t._dtype!r}, layout={t._layout!r}, on {where})"
 
 
+
+@functools.lru_cache(maxsize=4096)
+def _tile_padded_shape(shape: Shape) -> Shape:
+    """Storage shape of a TILE tensor of logical ``shape`` (Shapes are immutable: shared safely)."""
+    return Shape(tile_padded(shape))
+
 class Tensor:
     """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers).
 
@@ -99,7 +107,7 @@ class Tensor:
         self._shape = shape if type(shape) is Shape else Shape(shape)
         self._dtype = dtype
         self._layout = layout
-        self._padded = Shape(tile_padded(self._shape)) if layout == Layout.TILE else self._shape
+        self._padded = _tile_padded_shape(self._shape) if layout == Layout.TILE else self._shape
         self._host_shards: list[torch.Tensor] | None = host
         self._host_fill = None  # makes the seeded junk of a fresh host buffer when first looked at
         self._device: MeshDevice | None = device
