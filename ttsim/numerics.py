@@ -116,7 +116,7 @@ def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
     y = x.to(torch.bfloat16)
     # a NaN anywhere makes the sum NaN (so does inf + -inf: then the exact check decides);
     # one reduction instead of a mask and a reduction on every conversion
-    if x.is_floating_point() and x.numel() and _is_nan(float(x.sum())):
+    if x.is_floating_point() and _is_nan(float(x.sum())):  # (an empty sum is 0.0)
         nan = torch.isnan(x)
         if bool(nan.any()):  # torch's vectorised paths may keep the sign or give 0xFFFF
             y = torch.where(nan, _BF16_NAN, y)

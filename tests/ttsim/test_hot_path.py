@@ -251,3 +251,23 @@ def test_a_moved_bf16_nan_is_stored_canonical_and_every_other_value_exactly(devi
     assert any(nan) and any((b & 0xFFFF) == 0x8000 for b in before)  # NaNs and a -0.0 to keep
     assert [a & 0xFFFF for a, n in zip(after, nan) if n] == [0x7FC0] * sum(nan)
     assert [a for a, n in zip(after, nan) if not n] == [b for b, n in zip(before, nan) if not n]
+
+
+@pytest.mark.parametrize("inference", [True, False])
+def test_kernel_threads_run_in_the_callers_inference_mode(inference, monkeypatch):
+    """The SDPA kernels spread rows over Python threads; torch's inference mode is per thread,
+    so without passing it on, a row's in-place write into an inference tensor would raise."""
+    from ttsim.kernels.attention import _for_each
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)  # two workers, whatever the box
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    seen = []
+    with torch.inference_mode(inference):
+        out = torch.zeros(4)
+
+        def row(r):
+            seen.append(torch.is_inference_mode_enabled())
+            out[r].copy_(torch.tensor(float(r + 1)))
+
+        _for_each(range(4), row)
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0] and seen == [inference] * 4

@@ -312,11 +312,17 @@ def _for_each(items, fn) -> None:
         for it in items:
             fn(it)
         return
+    inference = torch.is_inference_mode_enabled()
+
+    def run(item) -> None:  # torch's inference mode is per thread: run in the caller's
+        with torch.inference_mode(inference):
+            fn(item)
+
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ttsim-sdpa") as ex:
-            for _ in ex.map(fn, items):  # re-raises the first exception
+            for _ in ex.map(run, items):  # re-raises the first exception
                 pass
     finally:
         torch.set_num_threads(prev)

@@ -125,7 +125,7 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
             x = torch.constant_pad_nd(x, pads, 0)
         return numerics.quantize(x, dtype).contiguous()
     # elementwise formats: round the logical values, then pad (zero is exact in every format)
-    if x.dtype == _SAME_STORAGE.get(dtype):  # float32 -> FLOAT32, int32 -> (U)INT32: nothing to round
+    if x.dtype == _SAME_STORAGE.get(dtype):  # f32 -> FLOAT32, int32 -> (U)INT32, bf16 -> BFLOAT16: no rounding
         if dtype == DataType.BFLOAT16:
             x = numerics.to_bfloat16(x)  # bf16 -> BFLOAT16: NaNs canonicalised, nothing else
         if pads is None and x._base is None and not any(x is a for a in inputs):
