@@ -20,6 +20,7 @@ never written.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -80,6 +81,12 @@ class MergeEvent:
                 if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
 
 
+@functools.lru_cache(maxsize=64)
+def _flag_dict(flags: GeneratorFlags) -> dict:
+    """``asdict(flags)``, once per flag set (flags are frozen); callers copy it."""
+    return asdict(flags)
+
+
 @dataclass
 class MergeSite:
     """One merge's inputs as read (rows of ints, padded to the bucket): what the decision
@@ -106,7 +113,7 @@ class MergeSite:
                 for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
         return MergeEvent(self.step, self.bucket, self.previous_bucket, self.fresh, d.guard_rejected, rows,
                           MergeInputs(self.source_bucket, list(self.dev_tok), list(self.dev_pos),
-                                      self.max_context, asdict(flags)))
+                                      self.max_context, dict(_flag_dict(flags))))
 
 
 def _int32_bits(v: int) -> int:
