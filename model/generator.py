@@ -323,25 +323,23 @@ class Generator:
             t = ttnn.get_device_tensors(t)[0]
         return ttnn.to_torch(t).reshape(-1).tolist()
 
-    def _upload(self, values, like, dtype) -> None:
-        """Write ``values`` (ints, or rows of ints, in int32 range) into device tensor ``like``."""
+    def _upload(self, values: torch.Tensor, like, dtype) -> None:
+        """Write int32 ``values`` into device tensor ``like`` (same number of elements)."""
         ttnn = self.ttnn
-        rows = bool(values) and isinstance(values[0], (tuple, list))
-        host = ttnn.from_torch(int32_tensor(values, rows).reshape(tuple(like.shape)), dtype=dtype,
-                               layout=ttnn.ROW_MAJOR_LAYOUT)
+        host = ttnn.from_torch(values.reshape(tuple(like.shape)), dtype=dtype, layout=ttnn.ROW_MAJOR_LAYOUT)
         ttnn.copy_host_to_device_tensor(host, like)
 
     def _write_if_changed(self, trace: _DecodeTrace, page_table: tuple, slots: list[int]) -> None:
         if trace.page_table_host != page_table:
-            self._upload(page_table, trace.page_table, self.ttnn.int32)
+            self._upload(int32_tensor(page_table, rows=True), trace.page_table, self.ttnn.int32)
             trace.page_table_host = page_table
-        self._upload(slots, trace.slots, self.ttnn.int32)
+        self._upload(int32_tensor(slots), trace.slots, self.ttnn.int32)
 
     def _write_inputs(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
         # staged as int32 bit patterns: a uint32 token of 2**31 or more wraps, as production's
         # int32 staging does
-        self._upload([_int32_bits(t) for t in tokens], trace.tokens, self.ttnn.uint32)
-        self._upload([_int32_bits(p) for p in positions], trace.positions, self.ttnn.int32)
+        self._upload(int32_tensor(map(_int32_bits, tokens)), trace.tokens, self.ttnn.uint32)
+        self._upload(int32_tensor(map(_int32_bits, positions)), trace.positions, self.ttnn.int32)
 
     def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[list[int], list[int]]:
         """Read the trace's token/position buffers into its host mirrors.
