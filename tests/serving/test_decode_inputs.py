@@ -51,3 +51,15 @@ def test_page_table_rows_of_the_wrong_width_are_named(system):
     gen = system.generator(flags=ARMS["all"])
     with pytest.raises(ValueError, match=f"max_pages={system.max_pages}"):
         gen.decode_forward([3], [3], [[1, 2]], reset_batch=True)
+
+
+def test_a_kept_uint32_token_of_2_31_or_more_is_staged_as_its_bit_pattern(system):
+    """A merge may keep a device token read as uint32 (e.g. garbage >= 2**31); staging writes
+    its int32 bit pattern back, so the device buffer holds the same 32 bits."""
+    gen = system.generator(flags=ARMS["all"])
+    gen.warm_up()
+    trace = gen._traces[2]
+    gen._write_inputs(trace, [2**32 - 5, 2**31], [3, -1])
+    staged = [t & 0xFFFFFFFF for t in ttsim.to_torch(trace.tokens).reshape(-1).tolist()]
+    assert staged == [2**32 - 5, 2**31]
+    assert ttsim.to_torch(trace.positions).tolist() == [3, -1]
