@@ -1,12 +1,14 @@
 """Sweep throughput: the `ttsim arms` main job timed side by side against an older tree.
 
-    .venv/bin/python -m bench.bench_sweep [--seeds 200] [--chunks 4] [--workers 2] [--against REV]
+    .venv/bin/python -m bench.bench_sweep [--seeds 200] [--chunks 4] [--workers 2] [--against REV] [--keep DIR]
 
 Runs ``python -m fixtures.cli arms`` (all arms, the sweep model) over the same seeds in this
 tree and, with ``--against REV``, in a temporary ``git worktree`` of REV. The two trees run
 each chunk of seeds AT THE SAME TIME with half the workers each, so a shared machine's
 changing load hits both alike; the speedup is the ratio of their sweep walls. Each chunk's
-``--json`` report must be byte-identical between the trees (no fidelity traded for speed).
+``--json`` report must be byte-identical between the trees (no fidelity traded for speed);
+``--keep DIR`` keeps every chunk's reports (``new-0.json``, ``old-0.json``, ...) to look at a
+difference.
 Times are the sweep walls the CLI records (process start-up excluded; vLLM's import and
 config, ``warm_up_s``, included and also given apart) plus the command's wall.
 Targets: 6 arms x 1000 seeds <= 120 s (stretch 60 s); the default job (200 seeds) <= 30 s.
@@ -57,9 +59,15 @@ def main(argv=None) -> int:
     p.add_argument("--chunks", type=int, default=4, help="alternate the trees this many times")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--against", metavar="REV", help="git revision to time side by side (e.g. HEAD~3)")
+    p.add_argument("--keep", metavar="DIR", type=Path, help="keep each chunk's JSON reports in DIR")
     args = p.parse_args(argv)
     if args.seeds <= 0 or args.workers <= 0 or not 1 <= args.chunks <= args.seeds:
         p.error("--seeds and --workers must be > 0 and 1 <= --chunks <= --seeds")
+    if args.keep is not None:
+        try:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # before the sweep, not after minutes of it
+            p.error(f"--keep {args.keep}: {e.strerror}")
     with tempfile.TemporaryDirectory(prefix="ttsim-bench-sweep-") as tmp:
         tmp = Path(tmp)
         trees = {"new": ROOT}
@@ -77,6 +85,8 @@ def main(argv=None) -> int:
                 got = _run_chunks({name: (tree, tmp / f"{name}-{c}.json", tmp / f"runs-{name}")
                                    for name, tree in trees.items()}, lo, hi - lo, workers)
                 for name in trees:
+                    if args.keep is not None:
+                        (args.keep / f"{name}-{c}.json").write_bytes(got[name]["json"])
                     for k in ("sweep_s", "command_s", "warm_up_s"):
                         if k in got[name]:
                             totals[name][k] = totals[name].get(k, 0.0) + got[name][k]
