@@ -156,3 +156,45 @@ def test_trace_errors_name_the_problem(device):
         ttsim.to_torch(x)
     ttsim.end_trace_capture(device, tid, cq_id=0)
     ttsim.release_trace(device, tid)
+
+
+def _warns_on_allocation(device) -> bool:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ttsim.deallocate(ttsim.from_torch(_row(0.0), dtype=ttsim.float32, device=device))
+    return any(issubclass(w.category, ttsim.TraceAllocationWarning) for w in seen)
+
+
+def test_the_allocation_warning_holds_exactly_while_some_trace_is_live():
+    """ttnn warns on an allocation while any trace is captured and not released; not during a
+    capture, not once every trace is released, and not for a capture that end_trace_capture refused."""
+    dev = ttsim.open_device(device_id=0, trace_region_size=1 << 20)
+    try:
+        x = ttsim.from_torch(_row(1.0), dtype=ttsim.float32, device=dev)
+        assert not _warns_on_allocation(dev)
+        ids = []
+        for _ in range(2):
+            tid = ttsim.begin_trace_capture(dev, cq_id=0)
+            assert not _warns_on_allocation(dev), "allocating inside the capture is the capture's own business"
+            ttsim.add(x, 1.0)
+            ttsim.end_trace_capture(dev, tid, cq_id=0)
+            ids.append(tid)
+            assert _warns_on_allocation(dev)
+        ttsim.release_trace(dev, ids[0])
+        assert _warns_on_allocation(dev), "one trace is still live"
+        ttsim.release_trace(dev, ids[1])
+        assert not _warns_on_allocation(dev)
+    finally:
+        ttsim.close_device(dev)
+    tight = ttsim.open_device(device_id=0, trace_region_size=4096)
+    try:
+        y = ttsim.from_torch(_row(1.0), dtype=ttsim.float32, device=tight)
+        tid = ttsim.begin_trace_capture(tight, cq_id=0)
+        ttsim.add(y, y)
+        with pytest.raises(ttsim.TTFatal, match="trace region"):
+            ttsim.end_trace_capture(tight, tid, cq_id=0)
+        assert not _warns_on_allocation(tight), "a refused capture leaves no live trace"
+    finally:
+        ttsim.close_device(tight)
