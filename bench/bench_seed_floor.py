@@ -1,0 +1,136 @@
+"""Where one sweep seed's time goes, and the cost a seed would have if ttsim's own Python were free.
+
+    .venv/bin/python -m bench.bench_seed_floor [--seeds 10] [--seed-start 1]
+
+In one process, after vLLM's start-up (timed: ``warm_up_s``) and one warm seed, the same seeds
+(all arms, the sweep model) run three times:
+
+1. plain: wall per seed (``seed_ms``);
+2. under torch's profiler: the top-level aten calls per seed and their inclusive time
+   (``torch_ms``: every tensor operation anyone issues; the profiler itself adds a little);
+3. with every public ``ttsim`` function and vLLM's ``schedule`` / ``update_from_output`` timed
+   from outside (nested calls counted once): ``ttsim_ms`` (ttsim's Python, the torch calls it
+   makes and the device commands it drains) and ``vllm_ms``.
+
+Derived, from shares within each pass (the machine's speed drifts between passes, and the
+profiler slows every op it records): ``ttsim_python_share = ttsim_share - torch_share`` (every
+torch call counted as ttsim's, so if anything low), and ``floor_ms``, the seed cost with every
+ttsim op costing only its torch calls and nothing else changed: ``seed_ms`` less that share.
+Passes 2 and 3 run slower than pass 1 (their walls are recorded); the shares are what count.
+Appends one record to the runs folder (``seed_floor``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import time
+import warnings
+
+import torch
+
+from bench import record
+
+
+def _timed_module(module, names, acc: dict, depth: list) -> dict:
+    """Wrap ``module.<name>`` for each name so calls add their wall to ``acc[key]`` (outermost only)."""
+    saved = {}
+    for name in names:
+        fn = getattr(module, name)
+        saved[name] = fn
+
+        @functools.wraps(fn)
+        def timed(*a, _fn=fn, **k):
+            if depth[0]:
+                return _fn(*a, **k)
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                depth[0] -= 1
+                acc["s"] += time.perf_counter() - t0
+
+        setattr(module, name, timed)
+    return saved
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--seed-start", type=int, default=1)
+    args = p.parse_args(argv)
+    if args.seeds <= 0 or args.seed_start < 0:
+        p.error("--seeds must be > 0 and --seed-start >= 0")
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)  # as the CLI's sweep
+    t0 = time.perf_counter()
+    from fixtures import arms  # noqa: E402 - timed with vLLM's start-up
+    from model.flags import ARMS
+
+    arms.warm_up("markov")
+    warm_up_s = time.perf_counter() - t0
+    all_arms = list(ARMS)
+    seeds = range(args.seed_start, args.seed_start + args.seeds)
+    arms.run_seed(0, all_arms, "markov")  # first-use costs (lazy imports, caches) out of the passes
+
+    def run_all() -> float:
+        t = time.perf_counter()
+        for s in seeds:
+            arms.run_seed(s, all_arms, "markov")
+        return (time.perf_counter() - t) * 1000 / args.seeds
+
+    seed_ms = run_all()
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        profiled_ms = run_all()
+    top = [e for e in prof.events() if e.cpu_parent is None]
+    torch_ms = sum(e.cpu_time_total for e in top) / 1000 / args.seeds
+    top_ops = collections.Counter(e.name for e in top).most_common(8)
+
+    import ttsim
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    public = [n for n in dir(ttsim) if not n.startswith("_") and callable(getattr(ttsim, n))
+              and not isinstance(getattr(ttsim, n), type)]
+    t_acc, v_acc = {"s": 0.0}, {"s": 0.0}
+    depth = [0]
+    saved_t = _timed_module(ttsim, public, t_acc, depth)
+    saved_v = _timed_module(Scheduler, ["schedule", "update_from_output"], v_acc, [0])
+    try:
+        wrapped_ms = run_all()
+    finally:
+        for n, fn in saved_t.items():
+            setattr(ttsim, n, fn)
+        for n, fn in saved_v.items():
+            setattr(Scheduler, n, fn)
+    ttsim_ms = t_acc["s"] * 1000 / args.seeds
+    vllm_ms = v_acc["s"] * 1000 / args.seeds
+    # shares within each pass (this machine's speed drifts between passes, and the profiler slows
+    # every op it records), applied to the plain pass
+    torch_share, ttsim_share, vllm_share = torch_ms / profiled_ms, ttsim_ms / wrapped_ms, vllm_ms / wrapped_ms
+    ttsim_python_share = ttsim_share - torch_share
+    ttsim_python_ms = ttsim_python_share * seed_ms
+    floor_ms = seed_ms - ttsim_python_ms
+    rec = {"seeds": args.seeds, "seed_start": args.seed_start, "arms": "all", "model": "markov",
+           "warm_up_s": warm_up_s, "seed_ms": seed_ms, "profiled_seed_ms": profiled_ms, "wrapped_seed_ms": wrapped_ms,
+           "torch_top_level_calls_per_seed": len(top) / args.seeds, "torch_ms": torch_ms,
+           "torch_top_ops": top_ops, "ttsim_ms": ttsim_ms, "vllm_ms": vllm_ms, "torch_share": torch_share,
+           "ttsim_share": ttsim_share, "vllm_share": vllm_share, "ttsim_python_share": ttsim_python_share,
+           "ttsim_python_ms": ttsim_python_ms, "floor_ms": floor_ms}
+    print(f"{args.seeds} seeds x all arms, one process: {seed_ms:.0f} ms a seed (vLLM start-up {warm_up_s:.1f} s)")
+    print(f"  torch: {len(top) / args.seeds:.0f} top-level calls a seed, {torch_share:.0%} of the profiled pass "
+          f"({profiled_ms:.0f} ms a seed)")
+    print(f"  inside ttsim's API {ttsim_share:.0%}, vLLM's scheduler {vllm_share:.0%} of the timed pass "
+          f"({wrapped_ms:.0f} ms a seed)")
+    print(f"  ttsim's own Python about {ttsim_python_share:.0%} or more; a seed with it free: about {floor_ms:.0f} ms "
+          f"({seed_ms / floor_ms:.2f}x)")
+    print(f"record -> {record.write('seed_floor', rec)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
