@@ -34,7 +34,8 @@ from bench import record
 
 
 def _timed_module(module, names, acc: dict, depth: list) -> dict:
-    """Wrap ``module.<name>`` for each name so calls add their wall to ``acc[key]`` (outermost only)."""
+    """Wrap ``module.<name>`` for each name so its calls add their wall to ``acc["s"]`` (the outermost
+    call only, while ``depth`` counts nesting); returns the originals to put back."""
     saved = {}
     for name in names:
         fn = getattr(module, name)

@@ -90,17 +90,14 @@ class Chip:
         return buf.data
 
 
+@dataclass(eq=False, slots=True)
 class Command:
-    """One queued device command. A plain slotted class: a seed enqueues thousands of them."""
-
-    __slots__ = ("label", "fn", "writes", "wait", "done", "device")
-
-    def __init__(self, label: str, fn: Callable[[], None] | None, writes: tuple[Buffer, ...] = (),
-                 wait: "Event | None" = None, done: bool = False, device: "MeshDevice | None" = None):
-        self.label, self.fn, self.writes, self.wait, self.done, self.device = label, fn, writes, wait, done, device
-
-    def __repr__(self) -> str:
-        return f"Command({self.label!r}, {'done' if self.done else 'pending'})"
+    label: str
+    fn: Callable[[], None] | None
+    writes: tuple[Buffer, ...] = ()
+    wait: "Event | None" = None
+    done: bool = False
+    device: "MeshDevice | None" = None
 
 
 class Event:
@@ -183,7 +180,6 @@ class MeshDevice:
         self._rng = stream("mesh", *chip_ids, "queue", seed=seed)
         self.lag = DEFAULT_LAG if lag is None else float(lag)
         self._traces: dict[int, Trace] = {}
-        self._ended_traces = 0  # how many of _traces are ended (live): asked on every allocation
         self._capturing: Trace | None = None
         self._trace_ids = itertools.count()
         self.closed = False
@@ -297,7 +293,7 @@ class MeshDevice:
             region.leave_residue(buf)
 
     def _live_traces(self) -> bool:
-        return self._ended_traces > 0
+        return any(t.ended for t in self._traces.values())
 
     # -- command queues -------------------------------------------------------------
     def enqueue(self, cq_id: int, label: str, fn: Callable[[], None] | None, writes=(), wait=None) -> Command:
@@ -393,7 +389,6 @@ class MeshDevice:
             del self._traces[trace.trace_id]  # the capture is over and the trace is unusable
             raise
         trace.ended = True
-        self._ended_traces += 1
 
     def _place_trace_buffer(self, trace: Trace) -> None:
         """Where the captured commands go, as tt-metal's MeshTrace::populate_mesh_buffer decides.
@@ -479,7 +474,6 @@ class MeshDevice:
         self.trace_buffers_size -= trace.counted_bytes
         self._free_trace_buffers(trace)
         del self._traces[trace.trace_id]
-        self._ended_traces -= trace.ended
 
     def _trace(self, trace_id: int, what: str) -> Trace:
         self.check_open(what)
@@ -523,7 +517,6 @@ class MeshDevice:
             for queue in self._queues:
                 queue.clear()
             self._traces.clear()
-            self._ended_traces = 0
             self._capturing = None
             self.closed = True
 

@@ -1,5 +1,7 @@
 """Command queues, non-blocking reads, events and traces."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -159,8 +161,6 @@ def test_trace_errors_name_the_problem(device):
 
 
 def _warns_on_allocation(device) -> bool:
-    import warnings
-
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         ttsim.deallocate(ttsim.from_torch(_row(0.0), dtype=ttsim.float32, device=device))
