@@ -45,6 +45,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
+from hil.record import git_rev as hil_git_rev  # noqa: E402
 from model.pcc import comp_pcc  # noqa: E402
 from ttsim.kernels.attention import sdpa_legacy, sdpa_streaming  # noqa: E402
 
@@ -122,16 +123,7 @@ def time_side_by_side(s: int, repeats: int, qc: int, kc: int) -> dict:
 
 
 def git_rev() -> str:
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        if rev.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return rev.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    return hil_git_rev(REPO, short=True, mark_dirty=True)
 
 
 def machine() -> str:

@@ -42,9 +42,11 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     from fixtures import scenario
+    from fixtures import system as system_
+    from model.flags import ARMS
     from fixtures.workloads import FaultKnobs, stage3
     from hil import gates
-    from ttsim_vllm import modeldir, server
+    from fixtures.vllm import modeldir, server
 
     rec: dict = {"model": args.model, "seed": args.seed}
     with tempfile.TemporaryDirectory() as d:
@@ -70,8 +72,8 @@ def main(argv=None) -> int:
             s.stop()
     # the same work in process, side by side
     t0 = time.perf_counter()
-    system = scenario.System(args.seed, FaultKnobs.swarm(args.seed), model=args.model)
-    gen, _ = scenario.build_runner(system, scenario.ARMS["all"], FaultKnobs.swarm(args.seed), args.seed)
+    system = system_.System(args.seed, FaultKnobs.swarm(args.seed), model=args.model)
+    gen, _ = system_.build_runner(system, ARMS["all"], FaultKnobs.swarm(args.seed), args.seed)
     gen.warm_up()
     system.close()
     rec["inproc_device_build_s"] = time.perf_counter() - t0

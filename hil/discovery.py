@@ -20,6 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import settings
+
 VISIBLE_ENV = "TT_VISIBLE_DEVICES"
 MOCK_ENV = "TT_METAL_MOCK_CLUSTER_DESC_PATH"
 MGD_ENV = "TT_MESH_GRAPH_DESC_PATH"
@@ -64,8 +66,9 @@ def parse_devices(text: str | None) -> list[int] | None:
     return ids
 
 
-def select_cards(devices: list[int] | None, environ=os.environ) -> None:
+def select_cards(devices: list[int] | None, environ=None) -> None:
     """Make only ``devices`` visible to ttnn (TT_VISIBLE_DEVICES). Must precede ``import ttnn``."""
+    environ = settings.process_environ() if environ is None else environ
     if devices is None:
         return
     if "ttnn" in sys.modules:
@@ -73,9 +76,10 @@ def select_cards(devices: list[int] | None, environ=os.environ) -> None:
     environ[VISIBLE_ENV] = ",".join(str(d) for d in devices)
 
 
-def use_mesh_graph(num_chips: int, environ=os.environ) -> str | None:
+def use_mesh_graph(num_chips: int, environ=None) -> str | None:
     """Point TT_MESH_GRAPH_DESC_PATH at our 1x2 one-cable descriptor for a two-card run, unless the
     user set it. Returns the path in force (or None)."""
+    environ = settings.process_environ() if environ is None else environ
     if environ.get(MGD_ENV):
         return environ[MGD_ENV]
     if num_chips == 2:
@@ -124,8 +128,9 @@ def _version(ttnn) -> str:
         return str(getattr(ttnn, "__version__", "unknown"))
 
 
-def probe(devices: list[int] | None = None, need: int = 1, environ=os.environ) -> Probe:
+def probe(devices: list[int] | None = None, need: int = 1, environ=None) -> Probe:
     """Look for cards through the real ttnn (imported here, after TT_VISIBLE_DEVICES is set)."""
+    environ = settings.process_environ() if environ is None else environ
     select_cards(devices, environ)
     ttnn, cause = _real_ttnn()
     if ttnn is None:
@@ -133,8 +138,9 @@ def probe(devices: list[int] | None = None, need: int = 1, environ=os.environ) -
     return inspect(ttnn, devices, need, environ)
 
 
-def inspect(ttnn, devices: list[int] | None = None, need: int = 1, environ=os.environ) -> Probe:
+def inspect(ttnn, devices: list[int] | None = None, need: int = 1, environ=None) -> Probe:
     """The verdict on an imported (real) ttnn: mock cluster, no card, too few cards, or ok."""
+    environ = settings.process_environ() if environ is None else environ
     pr = Probe(ok=False, cause=None, python=python_description(), visible_devices=environ.get(VISIBLE_ENV))
     pr.ttnn_version, pr.ttnn_path = _version(ttnn), os.path.dirname(getattr(ttnn, "__file__", "") or "")
     if environ.get(MOCK_ENV):

@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 
+from . import settings
 from .discovery import parse_devices, probe
 
 JSON_PREFIX = "HIL-PROBE-JSON: "
@@ -61,7 +62,7 @@ def probe_in_subprocess(devices: list[int] | None, need: int = 1, timeout: float
     cmd = [sys.executable, "-m", "hil.probe", "--json", "--need", str(need)]
     if devices is not None:
         cmd += ["--devices", ",".join(str(d) for d in devices)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    env = settings.child_env(root)
     with tempfile.TemporaryDirectory(prefix="hil-probe-") as cwd:  # ttnn may write generated/ into its cwd
         try:
             p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

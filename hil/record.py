@@ -20,15 +20,24 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "hil-sessions.jsonl"
 
 
+def git_rev(root: Path = ROOT, *, short: bool = False, mark_dirty: bool = False) -> str:
+    """The commit checked out at ``root`` (the project's one git-revision helper), "-dirty"
+    appended when asked and tracked files differ; "unknown" outside a work tree."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        rev = git("rev-parse", *(["--short"] if short else []), "HEAD")
+        if rev.returncode != 0:
+            return "unknown"
+        dirty = mark_dirty and git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        return rev.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def git_sha() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True,
-                             timeout=10)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    return git_rev()
 
 
 def _now() -> str:

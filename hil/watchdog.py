@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import record
+from . import record, settings
 
 
 class Watchdog:
@@ -30,7 +30,7 @@ class Watchdog:
             raise ValueError(f"--hil-timeout must be > 0 seconds, got {timeout:g}")
         self.timeout = timeout
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        env = settings.child_env(root)
         args = [sys.executable, "-m", "hil.watchdog", str(target_pid or os.getpid())]
         if partial_record:
             args.append(str(partial_record))

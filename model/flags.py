@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 
@@ -47,9 +46,10 @@ class GeneratorFlags:
     DEFAULT_OFF = ("merge_from_last_run", "synced_merge_reads")
 
     @classmethod
-    def from_env(cls, env=os.environ) -> "GeneratorFlags":
-        """Flags as production reads them: each env var "0"/"1"; unset = on for the production
-        fixes, off for the candidates."""
+    def from_env(cls, env) -> "GeneratorFlags":
+        """Flags as production reads them from ``env`` (a mapping; model.settings passes the
+        process's): each variable "0"/"1"; unset = on for the production fixes, off for the
+        candidates."""
         values = {}
         for field, var in cls.ENV.items():
             raw = env.get(var, "0" if field in cls.DEFAULT_OFF else "1")

@@ -21,13 +21,14 @@ never written.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import torch
 
 from .flags import GeneratorFlags
 from .host_ints import int32_tensor
+from .merge_events import MergeEvent, MergeInputs, MergeRow
 from .merge_rule import MergeDecision, decide_merge, int_list
 
 BUCKETS = (1, 2, 4, 8)
@@ -38,47 +39,6 @@ def nearest_bucket(rows: int) -> int:
         if rows <= b:
             return b
     raise ValueError(f"a decode batch of {rows} rows exceeds the largest bucket ({BUCKETS[-1]})")
-
-
-@dataclass
-class MergeRow:
-    slot: int
-    host_token: int
-    host_pos: int
-    dev_token: int
-    dev_pos: int
-    source: str  # "device" or "host"
-    reason: str
-    prefilled: bool = False  # diagnostics: the slot was prefilled since the last decode
-    request_id: str | None = None  # the request holding the slot (tagged by the serving runner)
-
-
-@dataclass
-class MergeInputs:
-    """The merge's inputs beyond the rows: the device reads as read (padded to the bucket,
-    before the clamp), the bucket of the trace read, and the rule's configuration."""
-    source_bucket: int
-    dev_tokens: list[int]
-    dev_positions: list[int]
-    max_context: int
-    flags: dict
-
-
-@dataclass
-class MergeEvent:
-    step: int
-    bucket: int
-    previous_bucket: int | None
-    fresh_trace: bool
-    guard_rejected: bool
-    rows: list[MergeRow] = field(default_factory=list)
-    inputs: MergeInputs | None = None  # what the decision read, for recording and replay
-
-    def kept_wrong(self) -> list[MergeRow]:
-        """Rows whose device token/position was kept although the host (fresh at resets)
-        disagrees on either."""
-        return [r for r in self.rows
-                if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -384,11 +344,13 @@ class Generator:
                 self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
                                                     self.max_pages, self.enable_trace)
 
-    def warm_up(self) -> None:
-        """Allocate every bucket's inputs and capture every trace now (instead of at first use)."""
+    def warm_up(self) -> int:
+        """Allocate every bucket's inputs and capture every trace now (instead of at first use);
+        returns how many decode traces are captured."""
         self._allocate_inputs()
         for trace in self._traces.values():
             trace.capture()
+        return len(self._traces)
 
     def release(self) -> None:
         """Release every captured trace (a served model's shutdown); the buffers stay allocated."""

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from .flags import GeneratorFlags
 
 
 def int_list(x) -> list:
     """A row of the merge's inputs as Python values: a merge compares at most 8 rows, and one
     torch op on a tensor that small costs more than the whole rule in plain ints."""
-    return x.tolist() if isinstance(x, torch.Tensor) else list(x)
+    return x.tolist() if hasattr(x, "tolist") else list(x)  # a tensor or an array; no torch import here
 
 
 @dataclass

@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .generator import MergeEvent
+from .merge_events import MergeEvent
 
 VERSION = 1
 MERGE_FIELDS = {

@@ -3,7 +3,7 @@
 Two paths drive one runner:
 
 - the served path: vLLM's real EngineCore (``vllm serve``) calls ``TTRunner.execute`` through
-  the ``ttsim_vllm`` platform's worker, one step per ``execute_model``/``sample_tokens``;
+  the ``fixtures.vllm`` platform's worker, one step per ``execute_model``/``sample_tokens``;
 - the in-process path: ``Engine`` below re-enacts EngineCore.step_with_batch_queue (async
   scheduling: step k+1 is scheduled and submitted before step k's output is processed)
   without processes or HTTP, because the 1000-seed sweeps need its speed.
@@ -22,37 +22,11 @@ and calls decode_forward with ``reset_batch=True``.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
 from .host_ints import int32_tensor
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-
-VLLM_VERSION = "0.33.0"
-
-
-class _NoCompiledKernels(logging.Filter):
-    """This install carries vLLM's scheduler without its compiled kernels (requirements/), so
-    vLLM's warning that ``vllm._C`` is absent is expected noise; any other failure to load
-    them (a broken build, a missing symbol) still shows."""
-
-    EXPECTED = "Failed to import from vllm._C: ModuleNotFoundError(\"No module named 'vllm._C'\")"
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != self.EXPECTED
-
-
-for _name in ("vllm.platforms.interface", "vllm.platforms.cpu"):
-    logging.getLogger(_name).addFilter(_NoCompiledKernels())
 
 
 @dataclass

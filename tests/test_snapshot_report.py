@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from fixtures import cli
-from fixtures.snapshots.numeric import Close, Pcc, dumps, numeric
-from fixtures.snapshots.report import ReportError, ambr_value, build, markdown
+from fixtures.plugin.snapshots.numeric import Close, Pcc, dumps, numeric
+from fixtures.plugin.snapshots.report import ReportError, ambr_value, build, markdown
 
 SUMMARY = """# serializer version: 1
 # name: test_arms_summary[ttsim]

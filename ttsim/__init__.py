@@ -37,7 +37,7 @@ from .fabric import (
     get_fabric_config,
     set_fabric_config,
 )
-from .device import MeshDevice, digest_state
+from .device import MeshDevice, device_knobs, digest_state
 from .seed import DEFAULT_SEED, get_seed, set_seed
 from .tensor import (
     ConcatMeshToTensor,
@@ -202,6 +202,7 @@ EXTENSIONS = {
     "DEFAULT_SEED": "the documented default of TTSIM_SEED",
     "get_seed": "the seed in force (TTSIM_SEED or set_seed)",
     "set_seed": "fix the seed for devices opened afterwards",
+    "device_knobs": "context manager: seeded device knobs (readback_lag) for meshes opened inside it",
     "digest_state": "SHA-256 of all device memory and counters, for determinism checks",
     "TTFatal": "the exception type ttsim raises (ttnn raises RuntimeError; TTFatal subclasses it)",
     "TraceAllocationWarning": "warning category for allocation while a trace is live (ttnn logs it)",

@@ -3,48 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import os
 
-from . import fabric
+from . import chips, fabric
 from .device import (DEFAULT_L1_SMALL_SIZE, DEFAULT_TRACE_REGION_SIZE, DEFAULT_WORKER_L1_SIZE, Event, MeshDevice,
                      current_cq_id, pop_cq_id, push_cq_id)
 from .types import MeshShape, TTFatal
 
-#: chips in the simulated system: the production host has two p150a cards
-NUM_CHIPS_DEFAULT = 2
-
-_open_chips: dict[int, MeshDevice] = {}
-
-
 def GetNumAvailableDevices() -> int:
-    value = os.environ.get("TTSIM_NUM_CHIPS", str(NUM_CHIPS_DEFAULT))
-    try:
-        n = int(value)
-    except ValueError:
-        raise TTFatal(f"TTSIM_NUM_CHIPS must be an int, got {value!r}") from None
-    return n
+    return chips.num_available()
 
 
 def GetNumPCIeDevices() -> int:
     return GetNumAvailableDevices()
 
 
-def open_devices() -> list[MeshDevice]:
-    """The devices open now (each once), in the order their first chip was opened."""
-    out: list[MeshDevice] = []
-    for dev in _open_chips.values():
-        if not dev.closed and dev not in out:
-            out.append(dev)
-    return out
-
-
-def _claim(chip_ids: list[int], what: str) -> None:
-    n = GetNumAvailableDevices()
-    for cid in chip_ids:
-        if not isinstance(cid, int) or not 0 <= cid < n:
-            raise TTFatal(f"{what}: device_id {cid!r} is out of range: the system has {n} chip(s) (num_chips > 0)")
-        if cid in _open_chips and not _open_chips[cid].closed:
-            raise TTFatal(f"{what}: device {cid} is already open in {_open_chips[cid]!r}")
+open_devices = chips.open_devices
 
 
 def _check_sizes(what: str, l1_small_size, trace_region_size, num_command_queues) -> None:
@@ -66,12 +39,12 @@ def open_device(
 ) -> MeshDevice:
     """Open one chip (a 1x1 mesh). ``worker_l1_size`` 0 means the hardware default."""
     _check_sizes("open_device", l1_small_size, trace_region_size, num_command_queues)
-    _claim([device_id], "open_device")
+    chips.claim([device_id], "open_device")
     fabric_config = fabric.check_open(1, "open_device")
     dev = MeshDevice(MeshShape(1, 1), [device_id], l1_small_size=l1_small_size,
                      trace_region_size=trace_region_size, num_command_queues=num_command_queues,
                      fabric_config=fabric_config)
-    _open_chips[device_id] = dev
+    chips.hold([device_id], dev)
     return dev
 
 
@@ -114,13 +87,12 @@ def open_mesh_device(
         raise TTFatal(
             f"open_mesh_device: {mesh_shape!r} needs {n} physical_device_ids, got {physical_device_ids!r}"
         )
-    _claim(list(physical_device_ids), "open_mesh_device")
+    chips.claim(list(physical_device_ids), "open_mesh_device")
     fabric_config = fabric.check_open(n, "open_mesh_device")
     dev = MeshDevice(mesh_shape, list(physical_device_ids), l1_small_size=l1_small_size,
                      trace_region_size=trace_region_size, num_command_queues=num_command_queues,
                      fabric_config=fabric_config)
-    for cid in physical_device_ids:
-        _open_chips[cid] = dev
+    chips.hold(list(physical_device_ids), dev)
     return dev
 
 
@@ -132,9 +104,7 @@ def _close(device: MeshDevice, what: str) -> None:
     if not isinstance(device, MeshDevice):
         raise TTFatal(f"{what}: expected a MeshDevice, got {type(device).__name__}")
     device.close()
-    for cid in device.get_device_ids():
-        if _open_chips.get(cid) is device:
-            del _open_chips[cid]
+    chips.release(device)
 
 
 @contextlib.contextmanager

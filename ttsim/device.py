@@ -13,6 +13,7 @@ only by ``wait_for_event``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import warnings
@@ -35,6 +36,21 @@ DEFAULT_TRACE_REGION_SIZE = 0
 DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
+_knob_lag: list[float] = []  # innermost device_knobs(readback_lag=...) in force
+
+
+@contextlib.contextmanager
+def device_knobs(*, readback_lag: float | None = None):
+    """ttsim's seeded device knobs for meshes opened inside the block (a card has its own
+    timing instead). ``readback_lag``: the chance a queued command has not run yet when the
+    host looks (default DEFAULT_LAG)."""
+    if readback_lag is not None and not 0.0 <= float(readback_lag) <= 1.0:
+        raise ValueError(f"readback_lag must be in [0, 1], got {readback_lag!r}")
+    _knob_lag.append(DEFAULT_LAG if readback_lag is None else float(readback_lag))
+    try:
+        yield
+    finally:
+        _knob_lag.pop()
 #: ttsim's estimate of a trace buffer (see Trace.nbytes): a program's fixed share (launch
 #: message, CB config, go signal), each worker core's share (runtime args, launch message),
 #: the worker cores of a Blackhole (13x10) and the bytes of one bf16 tile
@@ -178,7 +194,7 @@ class MeshDevice:
         self.trace_buffers_size = 0  # bytes of the trace region the live traces use
         self._queues: list[deque[Command]] = [deque() for _ in range(num_command_queues)]
         self._rng = stream("mesh", *chip_ids, "queue", seed=seed)
-        self.lag = DEFAULT_LAG if lag is None else float(lag)
+        self.lag = (_knob_lag[-1] if _knob_lag else DEFAULT_LAG) if lag is None else float(lag)
         self._traces: dict[int, Trace] = {}
         self._capturing: Trace | None = None
         self._trace_ids = itertools.count()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 
+from . import chips
 from .types import TTFatal, _tt_enum
 
 
@@ -92,22 +93,10 @@ def set_fabric_config(
         raise TypeError(f"set_fabric_config(): config must be a ttnn.FabricConfig, got {config!r}")
     if config == FabricConfig.DISABLED or _config == FabricConfig.DISABLED:
         if config != FabricConfig.DISABLED and config != _config:
-            _refuse_while_open(config)
+            chips.refuse_fabric_while_open(config.name)
         _config = config
     elif config != _config:
         raise TTFatal(f"Tried to override previous value of fabric config: {_config.name}, with: {config.name}")
-
-
-def _refuse_while_open(config: FabricConfig) -> None:
-    from .api import open_devices  # api imports this module
-
-    if open_devices():
-        raise TTFatal(
-            f"SetFabricConfig({config.name}) is not allowed while devices are still open: it would reinitialize "
-            "the control plane underneath running fabric kernels and dangle the ControlPlane& held by the fabric "
-            "firmware initializer. Close the mesh device before changing the fabric config to a non-DISABLED value."
-            f" (open: {', '.join(repr(d) for d in open_devices())})"
-        )
 
 
 def check_open(n_chips: int, what: str) -> FabricConfig:

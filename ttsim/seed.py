@@ -10,9 +10,10 @@ depend on ``PYTHONHASHSEED``.
 from __future__ import annotations
 
 import hashlib
-import os
 
 import numpy as np
+
+from . import settings
 
 DEFAULT_SEED = 20260531
 
@@ -34,8 +35,8 @@ def get_seed() -> int:
     """The seed in force: set_seed() wins, then TTSIM_SEED, then DEFAULT_SEED."""
     global _seed
     if _seed is None:
-        env = os.environ.get("TTSIM_SEED")
-        _seed = parse_seed(env) if env else DEFAULT_SEED
+        env = settings.seed_text()
+        _seed = parse_seed(env, settings.SEED_ENV) if env else DEFAULT_SEED
     return _seed
 
 

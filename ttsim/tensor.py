@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from . import numerics
 from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
+from .numerics import TORCH_STORAGE
 from .seed import derive, junk_bytes
 from .types import (
     BLOCK_FLOATS,
@@ -36,16 +37,6 @@ _FROM_TORCH_DTYPE = {
     torch.int16: DataType.UINT16,
     torch.uint32: DataType.UINT32,
     torch.int64: DataType.UINT32,
-}
-_TO_TORCH_DTYPE = {
-    DataType.BFLOAT16: torch.bfloat16,
-    DataType.FLOAT32: torch.float32,
-    DataType.BFLOAT8_B: torch.float32,
-    DataType.BFLOAT4_B: torch.float32,
-    DataType.UINT32: torch.int32,
-    DataType.INT32: torch.int32,
-    DataType.UINT16: torch.uint16,
-    DataType.UINT8: torch.uint8,
 }
 
 
@@ -329,10 +320,10 @@ def from_torch(
         if tensor.dtype not in _FROM_TORCH_DTYPE:
             raise TTFatal(
                 f"from_torch: cannot infer a ttnn dtype from {tensor.dtype}; pass dtype= "
-                f"(one of {sorted(d.name.lower() for d in _TO_TORCH_DTYPE)})"
+                f"(one of {sorted(d.name.lower() for d in TORCH_STORAGE)})"
             )
         dtype = _FROM_TORCH_DTYPE[tensor.dtype]
-    if not isinstance(dtype, DataType) or dtype not in _TO_TORCH_DTYPE:
+    if not isinstance(dtype, DataType) or dtype not in TORCH_STORAGE:
         raise TTFatal(f"from_torch: unsupported dtype {dtype!r}")
     layout = Layout.ROW_MAJOR if layout is None else layout
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
@@ -409,7 +400,7 @@ def to_torch(
         out = mesh_composer.compose(shards)
     else:
         out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
-    out = out.to(_TO_TORCH_DTYPE[tensor._dtype])
+    out = out.to(TORCH_STORAGE[tensor._dtype])
     if not private or out._base is not None:  # a host tensor's data, or a view into a padded read
         out = out.clone()
     if torch_rank is not None:

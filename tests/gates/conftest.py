@@ -38,7 +38,7 @@ def endpoint(request) -> str | None:
 @pytest.fixture(scope="session")
 def model_dirs(tmp_path_factory):
     """The generated model directory of each sim model, written once per session."""
-    from ttsim_vllm import modeldir
+    from fixtures.vllm import modeldir
 
     dirs: dict[str, str] = {}
 
@@ -54,7 +54,7 @@ def model_dirs(tmp_path_factory):
 def sim_servers(tmp_path_factory, model_dirs):
     """Start-once sim servers by (model, arm); "treatment" = every fix on (TREATMENT_ENV),
     "control" = production's fixes off. Reaped at session end."""
-    from ttsim_vllm import server as S
+    from fixtures.vllm import server as S
 
     started: dict[tuple[str, str], S.Server] = {}
 

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from ttsim_vllm import modeldir, register_platform
-from ttsim_vllm.settings import read_start_env
+from fixtures.vllm import modeldir, register_platform
+from fixtures.settings import read_start_env
 
 
 def test_platform_activates_only_when_asked(monkeypatch):
     monkeypatch.delenv("TTSIM_VLLM_PLATFORM", raising=False)
     assert register_platform() is None  # the in-process sweeps keep vLLM's unspecified platform
     monkeypatch.setenv("TTSIM_VLLM_PLATFORM", "1")
-    assert register_platform() == "ttsim_vllm.platform.TtsimPlatform"
+    assert register_platform() == "fixtures.vllm.platform.TtsimPlatform"
 
 
 @pytest.mark.parametrize("var,value", [("QWEN36_PREFILLED_SLOTS_FIX", "yes"), ("QWEN36_MERGE_BATCH_GUARD", "2"),
@@ -77,7 +77,7 @@ def test_the_worker_refuses_to_start_on_a_bad_flag_naming_it(monkeypatch):
     """The worker itself (what `vllm serve` runs at engine start), not the CLI's pre-check:
     it reads the flags before opening the device and refuses, naming the variable. (A full
     `vllm serve` refusing costs a server start-up, ~25 s here; this is the same call.)"""
-    from ttsim_vllm.worker import TtsimWorker
+    from fixtures.vllm.worker import TtsimWorker
 
     worker = object.__new__(TtsimWorker)  # init_device reads the env before any vLLM config
     monkeypatch.setenv("QWEN36_MERGE_BATCH_GUARD", "maybe")
@@ -90,7 +90,7 @@ def test_requests_the_device_cannot_serve_are_client_errors_naming_the_parameter
     from vllm.exceptions import VLLMValidationError
     from vllm.sampling_params import SamplingParams
 
-    from ttsim_vllm.platform import TtsimPlatform
+    from fixtures.vllm.platform import TtsimPlatform
 
     TtsimPlatform.validate_request(None, SamplingParams(temperature=0.0, max_tokens=4))
     with pytest.raises(VLLMValidationError) as exc:

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fixtures.arms import wilson
-from fixtures.compare import overlap
+from fixtures.sweep.arms import wilson
+from fixtures.sweep.compare import overlap
 from hil_helpers import ROOT
 
 

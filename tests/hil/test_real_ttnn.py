@@ -26,7 +26,7 @@ def test_probe_without_torch_refuses_with_the_runtimes_no_chips_cause(real_pytho
                           "(tt_cluster.cpp:129)"), v["cause"]
     assert f"hil.probe: refusing: {v['cause']}" in out.stdout
     # and that venv cannot import torch at all, so nothing on this path needs it
-    no_torch = run([real_python, "-c", "import importlib.util as u, hil.probe, hil.devices, hil.backend, hil.record, "
+    no_torch = run([real_python, "-c", "import importlib.util as u, hil.probe, hil.devices, hil.cards, hil.record, "
                     "hil.reset, hil.watchdog; print(u.find_spec('torch'))"], cwd=tmp_path, env=clean_env(PYTHONPATH=ROOT))
     assert no_torch.stdout.strip() == "None", no_torch.stdout + no_torch.stderr
 

@@ -138,16 +138,18 @@ def test_shards_of_different_sweeps_do_not_merge(tmp_path, monkeypatch, capsys):
     (["--plot", "rates"], "cannot plot to rates: no extension"),
 ])
 def test_bad_shard_or_plot_is_refused_before_the_sweep(args, message, capsys, monkeypatch):
-    import fixtures.arms
+    import fixtures.sweep.arms
 
-    monkeypatch.setattr(fixtures.arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
+    monkeypatch.setattr(fixtures.sweep.arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
     assert main(["arms", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
 
 def test_only_the_expected_missing_kernels_warning_is_silenced():
-    import model.serving  # noqa: F401 - installs the filter
+    from fixtures.vllm.prepare import prepare_vllm
+
+    prepare_vllm()  # installs the filter
 
     logger = logging.getLogger("vllm.platforms.interface")
     expected = logging.LogRecord(logger.name, logging.WARNING, __file__, 1, "Failed to import from vllm._C: %s",

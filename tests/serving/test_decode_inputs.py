@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import ttsim
-from fixtures.scenario import System
+from fixtures.system import System
 from fixtures.workloads import FaultKnobs
 from model.flags import ARMS
 

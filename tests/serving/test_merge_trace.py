@@ -2,7 +2,7 @@
 
 Every ``traces/*.jsonl`` is a regression test: replayed under the flags it was recorded with
 it must reproduce its recorded decisions and its failure; under ``all`` no merge may keep a
-token or position the host disagrees with. Record one with TTSIM_MERGE_TRACE=path (any sim
+token or position the host disagrees with. Record one with merge_trace=PATH (any sim
 run), ``ttsim arms|replay --record-merges PATH``, or a MergeTraceWriter as the on_merge hook.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import cli, scenario
-from fixtures.merge_replay import arm_of, recorded_flags, replay_run
+from fixtures.replay import arm_of, recorded_flags, replay_run
 from fixtures.workloads import stage3
 from model.flags import ARMS
 from model.merge_trace import MergeTraceWriter, TraceError, read_trace
@@ -46,14 +46,13 @@ def test_the_slot_reuse_trace_blames_the_failing_request():
 @pytest.mark.needs_fault_injection
 @pytest.mark.parametrize("arm", ["control", "slots+guard", "all"])
 def test_a_live_recording_replays_to_the_same_decisions(arm, tmp_path, monkeypatch):
-    """The env var records any sim run; replaying the reads under the run's own flags gives
+    """``merge_trace=PATH`` records any sim run; replaying the reads under the run's own flags gives
     back every decision the generator made (one decision function for both)."""
     seed = SLOT_REUSE[0]
     path = tmp_path / "t.jsonl"
-    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(path))
     workload = stage3(seed)
     result = scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed),
-                                   record_merges=True)
+                                   record_merges=True, merge_trace=str(path))
     [run] = read_trace(str(path))
     assert len(run.merges) == len(result.merges) > 10
     replayed = replay_run(run)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import arms, ray_executor
+from fixtures.sweep import arms
+from fixtures.sweep import ray as ray_executor
 from fixtures.cli import main
 
 # not importorskip: importing ray here, before the sweep, would fix Ray's address mode to the
@@ -110,10 +111,10 @@ def test_sweep_merges_in_seed_order_whatever_order_tasks_finish(monkeypatch):
 
 
 def _refused(argv, capsys, monkeypatch) -> str:
-    import fixtures.cli
+    import fixtures.sweep.command
 
     monkeypatch.setattr(arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
-    monkeypatch.setattr(fixtures.cli, "_hardware", lambda args: pytest.fail("the cards were probed"))
+    monkeypatch.setattr(fixtures.sweep.command, "hardware_backend", lambda args: pytest.fail("the cards were probed"))
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1, err

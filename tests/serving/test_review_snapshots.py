@@ -5,7 +5,8 @@ as a diff (and in ``ttsim snapshots report``)."""
 
 import pytest
 
-from fixtures import arms, scenario
+from fixtures import scenario
+from fixtures.sweep import arms
 from fixtures.workloads import stage3
 from model.flags import ARMS
 from test_arms import PINNED

@@ -69,14 +69,12 @@ def test_inference_mode_changes_no_result(monkeypatch):
     assert {a: dataclasses.asdict(r) for a, r in fast.items()} == {a: dataclasses.asdict(r) for a, r in plain.items()}
 
 
-def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path, monkeypatch):
+def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path):
     seed = 104  # two arms part and are rerun: their partial merges must not be written
     workload = stage3(seed)
     expected = scenario.serial_answers(workload, seed)
-    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "shared.jsonl"))
-    scenario.run_arms(workload, list(ARMS), seed, expected=expected)
-    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "lone.jsonl"))
-    _lone(workload, seed, expected)
+    scenario.run_arms(workload, list(ARMS), seed, expected=expected, merge_trace=str(tmp_path / "shared.jsonl"))
+    _lone(workload, seed, expected, merge_trace=str(tmp_path / "lone.jsonl"))
     assert (tmp_path / "shared.jsonl").read_bytes() == (tmp_path / "lone.jsonl").read_bytes()
     assert [run.meta["arm"] for run in read_trace(str(tmp_path / "shared.jsonl"))] == list(ARMS)
 
@@ -84,7 +82,6 @@ def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path, monkeypatch):
 def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatch):
     seed = 100
     workload = stage3(seed)
-    monkeypatch.setenv(scenario.MERGE_TRACE_ENV, str(tmp_path / "t.jsonl"))
     steps = 0
     step = Engine.step
 
@@ -97,7 +94,8 @@ def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatc
 
     monkeypatch.setattr(Engine, "step", failing)
     with pytest.raises(RuntimeError, match="device lost"):
-        scenario.run_arms(workload, ["control", "slots", "all"], seed, expected=scenario.serial_answers(workload, seed))
+        scenario.run_arms(workload, ["control", "slots", "all"], seed, expected=scenario.serial_answers(workload, seed),
+                          merge_trace=str(tmp_path / "t.jsonl"))
     runs = read_trace(str(tmp_path / "t.jsonl"))
     assert [r.meta["arm"] for r in runs] == ["control", "slots", "all"] and all(r.merges for r in runs)
 

@@ -5,7 +5,7 @@ as a snapshot diff in the pull request. Snapshots are named per backend, so a ru
 import pytest
 
 from fixtures import scenario
-from fixtures.snapshots.backend import backend_name
+from fixtures.plugin.snapshots.names import backend_name
 from fixtures.workloads import stage3
 
 

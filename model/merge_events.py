@@ -1,0 +1,48 @@
+"""What a merge saw and decided, as plain data: the generator builds these events, the
+serving runner tags them, merge traces record them and ``ttsim replay --trace`` reads them
+back, so this module needs neither torch nor a device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class MergeRow:
+    slot: int
+    host_token: int
+    host_pos: int
+    dev_token: int
+    dev_pos: int
+    source: str  # "device" or "host"
+    reason: str
+    prefilled: bool = False  # diagnostics: the slot was prefilled since the last decode
+    request_id: str | None = None  # the request holding the slot (tagged by the serving runner)
+
+
+@dataclass
+class MergeInputs:
+    """The merge's inputs beyond the rows: the device reads as read (padded to the bucket,
+    before the clamp), the bucket of the trace read, and the rule's configuration."""
+    source_bucket: int
+    dev_tokens: list[int]
+    dev_positions: list[int]
+    max_context: int
+    flags: dict
+
+
+@dataclass
+class MergeEvent:
+    step: int
+    bucket: int
+    previous_bucket: int | None
+    fresh_trace: bool
+    guard_rejected: bool
+    rows: list[MergeRow] = field(default_factory=list)
+    inputs: MergeInputs | None = None  # what the decision read, for recording and replay
+
+    def kept_wrong(self) -> list[MergeRow]:
+        """Rows whose device token/position was kept although the host (fresh at resets)
+        disagrees on either."""
+        return [r for r in self.rows
+                if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
