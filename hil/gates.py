@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,12 +113,13 @@ class GateReport:
 
 
 def health(url: str, timeout: float = 2.0) -> int | None:
+    """/health's status code, or None when nothing answered. /health is vLLM's, not part of the
+    OpenAI API, so it goes through httpx, the HTTP library under the openai client."""
+    import httpx
+
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (OSError, ValueError):
+        return httpx.get(f"{url.rstrip('/')}/health", timeout=timeout).status_code
+    except (httpx.TransportError, httpx.InvalidURL, ValueError):
         return None
 
 

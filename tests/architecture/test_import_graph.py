@@ -1,0 +1,55 @@
+"""The layering holds: no import cycle between packages or between modules, and the
+packages import one way (fixtures/hil -> model -> an injected ttnn-like module)."""
+
+from __future__ import annotations
+
+import pytest
+
+from imports import cycles, edges, modules, package_of
+
+#: what each package may import of ours (tests may import anything)
+ALLOWED = {
+    "ttsim": set(),
+    "model": set(),  # it is handed its ttnn-like module; it never names ttsim or ttnn
+    "hil": set(),  # the hardware target imports neither torch-side packages nor fixtures
+    "fixtures": {"ttsim", "model", "hil"},  # the composition root chooses the backend
+}
+
+
+def test_no_module_import_cycle():
+    found = cycles(edges())
+    assert not found, "import cycles between modules:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_packages_import_one_way():
+    bad = sorted(f"{m} imports {t}" for m, ts in edges().items() for t in ts
+                 if package_of(t) != package_of(m) and package_of(t) not in ALLOWED[package_of(m)])
+    assert not bad, "\n".join(bad)
+
+
+def test_the_vllm_plugin_is_part_of_fixtures():
+    mods = modules()
+    assert "fixtures.vllm.worker" in mods and not any(m.startswith("ttsim_vllm") for m in mods)
+
+
+@pytest.mark.parametrize("graph, want", [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": set()}, []),
+    ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}, [["a", "b"], ["c", "d"]]),
+])
+def test_the_cycle_finder_finds_cycles(graph, want):
+    assert sorted(cycles(graph)) == want
+
+
+def test_a_lazy_import_is_an_edge(tmp_path, monkeypatch):
+    """The old fabric -> api circle went through an import inside a function."""
+    import imports
+
+    pkg = tmp_path / "ttsim"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "api.py").write_text("from . import fabric\n")
+    (pkg / "fabric.py").write_text("def f():\n    from .api import open_devices\n")
+    monkeypatch.setattr(imports, "ROOT", tmp_path)
+    monkeypatch.setattr(imports, "PACKAGES", ("ttsim",))
+    assert cycles(edges()) == [["ttsim.api", "ttsim.fabric"]]
