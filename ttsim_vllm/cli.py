@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import tempfile
+
+from hil import lifeline
 
 
 def serve(args, usage_error) -> int:
@@ -38,10 +39,11 @@ def serve(args, usage_error) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)  # `kill` stops the server too, as Ctrl-C does
-    proc = subprocess.Popen(cmd, env=env, cwd=server.ROOT, start_new_session=True)
-    running = server.Server(f"http://127.0.0.1:{args.port}", args.port, proc, None)
+    proc, life = lifeline.spawn(cmd, env=env, cwd=server.ROOT)  # ends with this process, even on SIGKILL
+    running = server.Server(f"http://127.0.0.1:{args.port}", args.port, proc, None, lifeline=life)
     try:
         return proc.wait()
     except KeyboardInterrupt:  # Ctrl-C: stop the API server and its engine core, then reap them
-        running.stop()
         return 0
+    finally:
+        running.stop()

@@ -2,7 +2,8 @@
 
 One command line for every caller (:func:`serve_command`); readiness is /health answering
 200 AND the worker's ready line in the log, awaited with a deadline; the process group is
-always reaped.
+always reaped, and the server ends with the process that started it, even on SIGKILL
+(:mod:`hil.lifeline`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hil import lifeline
 from hil.gates import health
 
 from . import PLATFORM_ENV
@@ -73,6 +75,7 @@ class Server:
     proc: subprocess.Popen
     log_path: Path
     startup_s: float = 0.0
+    lifeline: lifeline.Lifeline | None = None  # ends the group if this process dies first
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -95,6 +98,8 @@ class Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.lifeline is not None:
+            self.lifeline.release()
 
 
 def plugin_installed() -> bool:
@@ -115,9 +120,9 @@ def start(model_dir: str, log_path: Path, *, env: dict[str, str] | None = None, 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(serve_command(model_dir, port, extra), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=serve_env(env), cwd=ROOT, start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", port, proc, log_path)
+        proc, life = lifeline.spawn(serve_command(model_dir, port, extra), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=serve_env(env), cwd=ROOT)
+    server = Server(f"http://127.0.0.1:{port}", port, proc, log_path, lifeline=life)
     try:
         while True:
             if proc.poll() is not None:
