@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import tempfile
 
 from hil import lifeline
@@ -17,6 +18,7 @@ def serve(args, usage_error) -> int:
         read_start_env()
     except ValueError as exc:
         raise usage_error(str(exc)) from None
+    _check_port(args.port, usage_error)
     if args.model_dir is not None:
         if not os.path.isdir(args.model_dir):
             raise usage_error(f"model directory {args.model_dir} does not exist")
@@ -26,7 +28,11 @@ def serve(args, usage_error) -> int:
             raise usage_error(str(exc)) from None
         path = args.model_dir
     else:
-        path = modeldir.write(tempfile.mkdtemp(prefix="ttsim-model-"), args.model)
+        try:
+            path = modeldir.write(tempfile.mkdtemp(prefix="ttsim-model-"), args.model)
+        except OSError as exc:  # the generated directory goes under the temp dir (TMPDIR)
+            raise usage_error(f"cannot write the model directory under {tempfile.gettempdir()}: "
+                              f"{exc.strerror or exc}") from None
     if not server.plugin_installed():
         raise usage_error("the ttsim_vllm platform plugin is not installed (vLLM reads installed entry points); "
                           "run bin/setup")
@@ -47,3 +53,17 @@ def serve(args, usage_error) -> int:
         return 0
     finally:
         running.stop()
+
+
+def _check_port(port: int, usage_error) -> None:
+    """Refuse a port vLLM could not serve on in one line, before vLLM starts (it would print a
+    traceback ~20 s later). A port taken between this check and vLLM's bind still fails there."""
+    if not 1 <= port <= 65535:
+        raise usage_error(f"--port must be in 1..65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise usage_error(f"--port {port}: cannot bind 127.0.0.1:{port} ({exc.strerror or exc}); "
+                              f"is another server running there?") from None
