@@ -80,12 +80,12 @@ def group_members(pgid: int) -> list[int]:
 class Lifeline:
     """The starter's end of a watcher on process group ``pgid``."""
 
-    def __init__(self, pgid: int, grace: float = 10.0):
+    def __init__(self, pgid: int, grace: float = 10.0, stderr=None):
         self.pgid = pgid
         # own session: a signal to the starter's group (Ctrl-C, a CI tree kill) must not take
         # the watcher down with the starter before it has done its job
         self.proc = subprocess.Popen([sys.executable, "-m", "hil.lifeline", str(pgid), repr(grace)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=_ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, cwd=_ROOT,
                                      start_new_session=True,
                                      env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                                          filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))))
@@ -115,8 +115,9 @@ def spawn(cmd: list[str], *, grace: float = 10.0, **popen_kwargs) -> tuple[subpr
     started from the main thread, which also covers the moment before the watcher is up."""
     preexec = die_with_parent(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     proc = subprocess.Popen(cmd, start_new_session=True, preexec_fn=preexec, **popen_kwargs)
+    log = popen_kwargs.get("stdout")  # the watcher's one line goes where the server logs, if to a file
     try:
-        return proc, Lifeline(proc.pid, grace)
+        return proc, Lifeline(proc.pid, grace, None if log in (None, subprocess.PIPE, subprocess.STDOUT) else log)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

@@ -154,6 +154,9 @@ def test_a_fixture_server_and_its_engine_core_die_with_a_killed_session(tmp_path
         assert health(f"http://127.0.0.1:{up['port']}") == 200  # still up after its starting thread ended
         members = _kill_and_expect_gone(session, info["pgid"], up["port"], tmp_path)
         assert {info["api_pid"], info["engine_pid"]} <= set(members)
+        # the engine core outlives a PDEATHSIG'd API server: the watcher ended it, and says so in the log
+        assert f"the process that started process group {info['pgid']} is gone" in \
+            (tmp_path / "serve.log").read_text(errors="replace")
     finally:
         session.kill()
         session.wait()
