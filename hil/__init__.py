@@ -6,6 +6,7 @@
   cores, teardown order) for ANY ttnn-like module: the simulator opens meshes the same way.
 - ``backend``: the real ttnn for programs outside pytest, fail-closed.
 - ``record`` / ``watchdog`` / ``reset``: the session record, the per-test watchdog process, tt-smi.
+- ``lifeline``: child processes (vLLM servers, the card probe) that end with their starter, SIGKILL too.
 
 hil imports neither fixtures nor torch; the pytest plugin (fixtures/hardware.py) only asks it.
 """

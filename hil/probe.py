@@ -57,6 +57,7 @@ def probe_in_subprocess(devices: list[int] | None, need: int = 1, timeout: float
     import tempfile
 
     from .discovery import Probe, python_description
+    from .lifeline import die_with_parent
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cmd = [sys.executable, "-m", "hil.probe", "--json", "--need", str(need)]
@@ -65,7 +66,10 @@ def probe_in_subprocess(devices: list[int] | None, need: int = 1, timeout: float
     env = settings.child_env(root)
     with tempfile.TemporaryDirectory(prefix="hil-probe-") as cwd:  # ttnn may write generated/ into its cwd
         try:
-            p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+            # the probe opens the cards: it must not outlive us (a killed session); run() blocks
+            # this thread until the probe ends, so the thread-scoped PDEATHSIG is exactly right
+            p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                               preexec_fn=die_with_parent())
         except subprocess.TimeoutExpired:
             return Probe(ok=False, cause=f"the card probe did not answer within {timeout:g} s ({' '.join(cmd)})",
                          python=python_description())

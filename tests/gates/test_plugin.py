@@ -99,3 +99,52 @@ def test_requests_the_device_cannot_serve_are_client_errors_naming_the_parameter
     with pytest.raises(VLLMValidationError) as exc:
         TtsimPlatform.validate_request(None, SamplingParams(temperature=0.0, logprobs=2))
     assert exc.value.parameter == "logprobs"
+
+
+@pytest.fixture
+def no_vllm(monkeypatch):
+    """Fails the test if `bin/ttsim serve` gets as far as starting vLLM."""
+    from hil import lifeline
+
+    def refuse(cmd, **kwargs):
+        raise AssertionError(f"vLLM was started: {cmd}")
+
+    monkeypatch.setattr(lifeline, "spawn", refuse)
+
+
+def _one_line_exit_2(capsys, argv: list[str]) -> str:
+    from fixtures.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ttsim: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("port", [99999, 65536, 0, -1])
+def test_cli_serve_refuses_an_out_of_range_port_before_vllm_starts(port, no_vllm, capsys):
+    assert f"--port must be in 1..65535, got {port}" in _one_line_exit_2(capsys, ["serve", "--port", str(port)])
+
+
+def test_cli_serve_refuses_a_port_in_use_before_vllm_starts(no_vllm, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        err = _one_line_exit_2(capsys, ["serve", "--port", str(port)])
+    assert f"--port {port}: cannot bind 127.0.0.1:{port}" in err and "in use" in err
+
+
+def test_cli_serve_refuses_an_unwritable_model_directory_before_vllm_starts(tmp_path, monkeypatch, no_vllm, capsys):
+    """The generated model directory goes under the temp dir; one that cannot be written (here
+    under a regular file: as root, permission bits would not stop the write) is refused."""
+    import tempfile
+
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a-file" / "tmp"))
+    from ttsim_vllm.server import free_port
+
+    err = _one_line_exit_2(capsys, ["serve", "--port", str(free_port())])
+    assert f"cannot write the model directory under {tmp_path / 'a-file' / 'tmp'}" in err

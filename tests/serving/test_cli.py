@@ -25,6 +25,9 @@ def _cli(*args, env=None, check=False, runs_dir=None):
         (["arms", "--seeds", "2", "--json", "/nonexistent-dir/out.json"], "directory /nonexistent-dir does not exist"),
         (["replay", "--arm", "bogus", "--seed", "1"], "unknown arm 'bogus'"),
         (["replay", "--arm", "all", "--seed", "x"], "seed must be an integer"),
+        (["serve", "--port", "99999"], "--port must be in 1..65535, got 99999"),
+        (["serve", "--port", "0"], "--port must be in 1..65535, got 0"),
+        (["serve", "--port", "-5"], "--port must be in 1..65535, got -5"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(args, message):
@@ -32,6 +35,21 @@ def test_bad_input_exits_2_with_a_clear_message(args, message):
     assert out.returncode == 2, out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+    if args[0] == "serve":  # one line, and nothing started that could print more (argparse's own errors
+        assert out.stderr.count("\n") == 1, out.stderr  # print the usage too)
+
+
+def test_serve_on_a_port_in_use_exits_2_in_one_line_before_vllm_starts():
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = _cli("serve", "--port", str(port))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1 and f"cannot bind 127.0.0.1:{port}" in out.stderr, out.stderr
+    assert out.stdout == ""  # `ttsim serve: model ... on ...` is printed just before vLLM starts
 
 
 @pytest.mark.needs_fault_injection

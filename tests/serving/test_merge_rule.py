@@ -10,6 +10,7 @@ import pytest
 
 from merge_cases import MAX_CTX, merge_once, sources
 from model.flags import ARMS
+from model.merge_rule import decide_merge
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 MERGING = [a for a, f in ARMS.items() if f.merge]
@@ -105,6 +106,60 @@ def test_clamp_at_the_end_of_the_context_on_an_active_row(arm, host_pos):
     assert e.guard_rejected == (clamped and flags.merge_batch_guard)
     assert sources(e) == ["host" if clamped else "device"]
     assert bool(errors) == (past_end and not flags.position_clamp), errors
+
+
+# -- inactive host rows (host position -1) -------------------------------------------------------
+# TODAY's rule: a row the host has inactive takes the host's token and position -1 whatever the
+# device shows, in every arm, guard or not. Upstream's rule (DESIGN.md §8) has no activity
+# mask: there a pad row keeps the device's token and position when the device shows -1 or 0.
+# Which is production's is the upstream-mechanics issue's to settle; if it picks upstream's,
+# these expectations change with it.
+
+GARBAGE = 1206993233  # 0x47F14151, read in production from never-written memory (DESIGN.md §1)
+INACTIVE_DEV_POS = [-1, 0, 12, 40, 41, MAX_CTX - 1, GARBAGE]  # 40/41: the active row's host position and +1
+PAD_TOKEN, DEV_TOKEN = 0, 9
+
+
+def _inactive_case_expectation(arm: str, dev_pos: int) -> bool:
+    """Whether the guard rejects the batch: it compares the valid patterns after the clamp,
+    and the inactive row is valid on the device unless it shows -1 (or, with the clamp,
+    anything outside [0, max_ctx))."""
+    flags = ARMS[arm]
+    valid = 0 <= dev_pos < MAX_CTX if flags.position_clamp else dev_pos != -1
+    return flags.merge_batch_guard and valid
+
+
+@pytest.mark.parametrize("arm", MERGING)
+@pytest.mark.parametrize("dev_pos", INACTIVE_DEV_POS)
+def test_an_inactive_host_row_takes_the_host_row_whatever_the_device_shows(arm, dev_pos):
+    """Row 1 is inactive on the host; its device buffer shows ``dev_pos``. Row 0 is active with
+    the device one ahead (kept unless the guard falls back)."""
+    e = merge_once(arm, dev=[(77, 41), (DEV_TOKEN, dev_pos)], host=[(5, 40), (PAD_TOKEN, -1)])
+    rejected = _inactive_case_expectation(arm, dev_pos)
+    row = e.rows[1]
+    assert (row.source, row.reason) == ("host", "inactive"), f"device showed {dev_pos}: {row}"
+    assert (row.host_token, row.host_pos, row.dev_token) == (PAD_TOKEN, -1, DEV_TOKEN)
+    assert e.guard_rejected == rejected, f"device showed {dev_pos} at the inactive row"
+    assert sources(e)[0] == ("host" if rejected else "device")
+
+
+@pytest.mark.parametrize("arm", list(ARMS))
+@pytest.mark.parametrize("dev_pos", INACTIVE_DEV_POS)
+def test_the_rule_writes_the_host_pad_into_an_inactive_row(arm, dev_pos):
+    """The rule itself (model.merge_rule, what the generator and `ttsim replay --trace` call),
+    every arm including no-merge: the merged inputs of an inactive row are the host's token
+    and position -1, and an active row's are untouched by it. Two inactive rows: one showing
+    ``dev_pos``, one showing the device's own pad."""
+    flags = ARMS[arm]
+    dev_tok, dev = [77, DEV_TOKEN, DEV_TOKEN], [41, dev_pos, -1]
+    host_tok, host = [5, PAD_TOKEN, PAD_TOKEN], [40, -1, -1]
+    d = decide_merge(flags, MAX_CTX, dev_tok, dev, host_tok, host, [False] * 3)
+    tok, pos = d.merged(dev_tok, host_tok, host)
+    assert (tok[1:], pos[1:]) == ([PAD_TOKEN] * 2, [-1] * 2), f"device showed {dev_pos}: {d}"
+    assert d.keep[1:] == [False, False] and d.reasons[1:] == ["inactive", "inactive"]
+    rejected = flags.merge and _inactive_case_expectation(arm, dev_pos)
+    assert d.guard_rejected == rejected
+    assert (tok[0], pos[0]) == ((5, 40) if rejected or not flags.merge else (77, 41))
 
 
 def test_every_arm_is_covered():
