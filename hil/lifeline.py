@@ -30,6 +30,8 @@ import sys
 import threading
 import time
 
+from . import settings
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 RELEASE = b"release\n"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,8 +89,7 @@ class Lifeline:
         self.proc = subprocess.Popen([sys.executable, "-m", "hil.lifeline", str(pgid), repr(grace)],
                                      stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, cwd=_ROOT,
                                      start_new_session=True,
-                                     env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                                         filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))))
+                                     env=settings.child_env(_ROOT))
 
     def release(self) -> None:
         """The group was stopped on purpose: the watcher leaves without signalling anyone."""

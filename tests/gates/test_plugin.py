@@ -144,7 +144,7 @@ def test_cli_serve_refuses_an_unwritable_model_directory_before_vllm_starts(tmp_
 
     (tmp_path / "a-file").write_text("")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a-file" / "tmp"))
-    from ttsim_vllm.server import free_port
+    from fixtures.vllm.server import free_port
 
     err = _one_line_exit_2(capsys, ["serve", "--port", str(free_port())])
     assert f"cannot write the model directory under {tmp_path / 'a-file' / 'tmp'}" in err
