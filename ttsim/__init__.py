@@ -127,7 +127,13 @@ from .ops.shape import (
     unsqueeze,
 )
 from .creation import DumpTensorMode, as_tensor
-from .grid import CoreGrid
+from .grid import CoreGrid, CoreRange, CoreRangeSet
+from .ops.matmul_config import (
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
+    MatmulMultiCoreReuseProgramConfig,
+)
 from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig
 from .ops.kv_cache import fill_cache, update_cache
 from .ops.activation import UnaryOpType, UnaryWithParam

@@ -128,8 +128,11 @@ class Tensor:
 
     @property
     def padded_shape(self) -> Shape:
-        """As ttnn reports it (rank 1 reports rank 2); ttsim's storage keeps ``_padded``."""
-        return Shape(reported_padded_shape(self._shape)) if self._layout == Layout.TILE else self._padded
+        """As ttnn reports it (rank 1 reports rank 2); ttsim's storage keeps ``_padded``.
+        ``tilize_with_val_padding`` may report a larger padded shape than it stores."""
+        if self._layout != Layout.TILE:
+            return self._padded
+        return self.__dict__.get("_padded_report") or Shape(reported_padded_shape(self._shape))
 
     @property
     def dtype(self) -> DataType:
@@ -284,7 +287,7 @@ def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value
     """A torch shard in storage form: padded to tiles if TILE, values quantised to dtype."""
     if layout == Layout.TILE:
         padded = tile_padded(tuple(tensor.shape))
-        x = tensor if tensor.dim() >= 1 else tensor.reshape(1)
+        x = tensor if tensor.dim() >= 1 else tensor.reshape(1, 1)  # rank 0: element [0, 0] of one tile
         pads = []
         for have, want in zip(reversed(x.shape), reversed(padded)):
             pads += [0, want - have]
@@ -337,8 +340,6 @@ def from_torch(
     layout = Layout.ROW_MAJOR if layout is None else layout
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"from_torch: {dtype!r} is a block float and requires layout=TILE_LAYOUT, got {layout!r}")
-    if tensor.dim() == 0 and layout == Layout.TILE:  # ROW_MAJOR keeps rank 0, as ttnn does
-        raise TTFatal("from_torch: a rank-0 tensor in TILE_LAYOUT is not modelled by ttsim; reshape it to [1, 1]")
     if mesh_mapper is not None:
         if device is not None and mesh_mapper.mesh_device is not device:
             raise TTFatal("from_torch: mesh_mapper was built for a different mesh device than device=")
@@ -378,6 +379,8 @@ def _from_data(what, data, shape, data_type, layout, device, memory_config_or_ti
 
 
 def _unpad(x: torch.Tensor, shape: Shape) -> torch.Tensor:
+    if not shape and x.dim():  # rank 0 in TILE: element [0, 0] of its one tile
+        return x.reshape(-1)[0]
     return x[tuple(slice(0, d) for d in shape)] if tuple(x.shape) != tuple(shape) else x
 
 

@@ -55,6 +55,8 @@ def require_same_device(op: str, tensors: dict[str, Tensor]) -> MeshDevice:
 def unpadded(data: torch.Tensor, t: Tensor) -> torch.Tensor:
     """One chip's storage of ``t`` without its tile padding, in the storage format."""
     x = data
+    if not t._shape and x.dim():  # rank 0 in TILE: element [0, 0] of its one tile
+        return x.reshape(-1)[0]
     if x.shape != t._shape:
         for dim, (have, want) in enumerate(zip(x.shape, t._shape)):
             if have != want:
@@ -119,6 +121,8 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
 
     The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
     view: a buffer owns its data (another buffer's in-place write must not show here)."""
+    if layout == Layout.TILE and x.dim() == 0:  # rank 0 is stored as element [0, 0] of one tile
+        x = x.reshape(1, 1)
     pads = _tile_pads(tuple(x.shape)) if layout == Layout.TILE else None
     if dtype in BLOCK_FLOATS:  # a shared exponent spans 16 values of a face row: pad first
         if pads is not None:
