@@ -44,12 +44,26 @@ def _close(got, want):
     assert torch.allclose(got.float(), want, atol=0.06, rtol=0.02), (got.float() - want).abs().max()
 
 
-@pytest.mark.parametrize("make", [_one_d, _two_d, _dram], ids=["1d", "2d", "dram_sharded"])
-def test_matmul_applies_the_program_configs_fused_activation(device, make):
+def _fusing_configs(act):
+    """One config of each class that fuses an activation, spelled out (the keyword rule reads these)."""
+    return [
+        ttsim.MatmulMultiCoreReuseMultiCastProgramConfig(
+            compute_with_storage_grid_size=ttsim.CoreCoord(2, 2), in0_block_w=1, out_subblock_h=1, out_subblock_w=1,
+            per_core_M=1, per_core_N=2, transpose_mcast=False, fused_activation=act),
+        ttsim.MatmulMultiCoreReuseMultiCast1DProgramConfig(
+            compute_with_storage_grid_size=(8, 8), in0_block_w=2, out_subblock_h=1, out_subblock_w=1, per_core_M=2,
+            per_core_N=3, fuse_batch=True, fused_activation=act, mcast_in0=True),
+        ttsim.MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(in0_block_w=2, per_core_M=2, per_core_N=1,
+                                                                    fused_activation=act),
+    ]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["2d", "1d", "dram_sharded"])
+def test_matmul_applies_the_program_configs_fused_activation(device, which):
     a, b, _, ta, tb, _ = _operands(device)
-    got = ttsim.to_torch(ttsim.matmul(ta, tb, program_config=make(fused_activation=U.SILU)))
+    got = ttsim.to_torch(ttsim.matmul(ta, tb, program_config=_fusing_configs(U.SILU)[which]))
     _close(got, F.silu(a @ b))
-    plain = ttsim.to_torch(ttsim.matmul(ta, tb, program_config=make()))
+    plain = ttsim.to_torch(ttsim.matmul(ta, tb, program_config=_fusing_configs(None)[which]))
     _close(plain, a @ b)
     assert not torch.allclose(got.float(), plain.float(), atol=0.1)  # the activation is visible
 
@@ -86,8 +100,11 @@ def test_a_fused_activation_set_after_construction_is_applied(device):
 
 def test_untilize_out_is_refused_by_name(device):
     _, _, _, ta, tb, _ = _operands(device)
+    pc = ttsim.MatmulMultiCoreReuseMultiCast1DProgramConfig(
+        compute_with_storage_grid_size=(8, 8), in0_block_w=2, out_subblock_h=1, out_subblock_w=1, per_core_M=2,
+        per_core_N=3, fuse_batch=True, mcast_in0=True, untilize_out=True)
     with pytest.raises(ttsim.TTFatal, match=r"program_config.untilize_out=True is not modelled"):
-        ttsim.matmul(ta, tb, program_config=_one_d(untilize_out=True))
+        ttsim.matmul(ta, tb, program_config=pc)
     pc = _one_d()
     pc.untilize_out = True
     with pytest.raises(ttsim.TTFatal, match=r"linear: program_config.untilize_out=True is not modelled"):
