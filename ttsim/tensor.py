@@ -18,6 +18,7 @@ from .types import (
     DataType,
     Layout,
     MemoryConfig,
+    TILE_SIZE,
     Shape,
     TTFatal,
     reported_padded_shape,
@@ -92,6 +93,8 @@ class Tensor:
                 raise TTFatal(
                     f"Tensor: expected a torch tensor / numpy array, a flat data list with a shape, or a Tensor; "
                     f"got {type(tensor).__name__}")
+            if layout is None and data_type in BLOCK_FLOATS:  # the host constructor's default (measured)
+                layout = Layout.TILE
             src = from_torch(tensor, data_type, tile=tile, pad_value=pad_value, layout=layout, device=device,
                              memory_config=mem_config, mesh_mapper=mesh_mapper, cq_id=cq_id,
                              preserve_nan_values=preserve_nan_values, col_tilize=col_tilize,
@@ -189,7 +192,22 @@ class Tensor:
         return from_device(self, blocking=blocking, queue_id=cq_id)
 
     def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
+        """``to(device[, mem_config, cq_id])`` moves a host tensor to a device; ttnn's other
+        overload ``to(target_layout)`` converts a host tensor's layout."""
+        if isinstance(device, Layout):
+            if mem_config is not None or cq_id is not None:
+                raise TTFatal("Tensor.to(target_layout) takes only the layout")
+            if self._device is not None:  # tt-metal's tensor_to_layout
+                raise TTFatal("Bring tensor to host before converting to target layout")
+            from .ops.data_movement import to_layout  # ops import this module
+
+            return to_layout(self, device)
         return to_device(self, device, memory_config=mem_config, queue_id=cq_id)
+
+    def to_numpy(self, mesh_composer=None):
+        """``to_torch`` as a numpy array (bfloat16 comes out as float32: numpy has no bfloat16)."""
+        out = to_torch(self, mesh_composer=mesh_composer)
+        return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
 
     def to_torch(self, mesh_composer=None) -> torch.Tensor:
         return to_torch(self, mesh_composer=mesh_composer)
@@ -323,9 +341,10 @@ def from_torch(
     """
     if col_tilize:
         raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
-    for name, value in (("spec", spec), ("tile", tile)):  # a TensorSpec; a non-32x32 tile shape
-        if value is not None:
-            raise TTFatal(f"from_torch: {name}={value!r} is not modelled by ttsim; pass dtype/layout/memory_config")
+    if spec is not None:  # a TensorSpec
+        raise TTFatal(f"from_torch: spec={spec!r} is not modelled by ttsim; pass dtype/layout/memory_config")
+    if tile is not None and not _is_standard_tile(tile):  # 32x32 is what every TILE tensor has
+        raise TTFatal(f"from_torch: tile={tile!r} is not modelled by ttsim (only 32x32 tiles)")
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:
@@ -352,6 +371,11 @@ def from_torch(
     if device is not None:
         out = to_device(out, device, memory_config=memory_config, queue_id=cq_id)
     return out
+
+
+def _is_standard_tile(tile) -> bool:
+    shape = getattr(tile, "tile_shape", None)
+    return shape == [TILE_SIZE, TILE_SIZE] and not getattr(tile, "transpose_tile", False)
 
 
 def _from_data(what, data, shape, data_type, layout, device, memory_config_or_tile, tile, pad_value):
