@@ -203,6 +203,7 @@ def run_op(
     pool: Tensor | None = None,
     output_tensor: Tensor | None = None,
     moves_values: bool = False,
+    program_key: tuple = (),
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
 
@@ -216,6 +217,7 @@ def run_op(
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
+    ``program_key``: attributes the op's program cache entry is keyed on besides tensor specs.
     """
     cq_id = current_cq_id(cq_id)
     if output_tensor is not None:
@@ -242,7 +244,7 @@ def run_op(
             ob.data = storage(math(*args), out_dtype, out_layout, args)
 
     writes = out_bufs + (pool_bufs or [])
-    device.program_cache.dispatch(op, inputs, [out])
+    device.program_cache.dispatch(op, inputs, [out], program_key)
     device.enqueue(cq_id, op, execute, writes=writes)
     return out
 
