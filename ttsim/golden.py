@@ -106,6 +106,18 @@ def _max(x, *dim):
     return torch.amax(x, *dim) if dim else torch.max(x)
 
 
+def _joint(input_tensor_q, input_tensor_k, input_tensor_v, joint_tensor_q, joint_tensor_k, joint_tensor_v, *,
+           joint_strategy, scale=None, **_):
+    if joint_strategy != "rear":
+        raise ValueError(f"Only joint_strategy='rear' is supported, got {joint_strategy!r}")
+    n = input_tensor_q.shape[-2]
+    q = torch.cat([input_tensor_q, joint_tensor_q], dim=-2)
+    k = torch.cat([input_tensor_k, joint_tensor_k], dim=-2)
+    v = torch.cat([input_tensor_v, joint_tensor_v], dim=-2)
+    out = F.scaled_dot_product_attention(q, k, v, scale=scale)
+    return out[..., :n, :], out[..., n:, :]
+
+
 def _goldens() -> dict:
     import ttsim as t
 
@@ -119,6 +131,7 @@ def _goldens() -> dict:
         t.cos: _unary(torch.cos), t.mish: _unary(F.mish),
         t.matmul: _matmul, t.linear: _linear, t.softmax: _softmax, t.rms_norm: _rms_norm,
         t.layer_norm: _layer_norm, t.sum: _reduce(torch.sum), t.mean: _reduce(torch.mean), t.max: _reduce(_max),
+        t.transformer.joint_scaled_dot_product_attention: _joint,
     }
 
 
