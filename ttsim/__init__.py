@@ -59,7 +59,10 @@ from .tensor import (
 )
 from .types import (
     DRAM_MEMORY_CONFIG,
+    L1_BLOCK_SHARDED_MEMORY_CONFIG,
+    L1_HEIGHT_SHARDED_MEMORY_CONFIG,
     L1_MEMORY_CONFIG,
+    L1_WIDTH_SHARDED_MEMORY_CONFIG,
     ROW_MAJOR_LAYOUT,
     TILE_LAYOUT,
     TILE_SIZE,
@@ -70,8 +73,11 @@ from .types import (
     Layout,
     MathFidelity,
     MemoryConfig,
+    MeshCoordinate,
     MeshShape,
     Shape,
+    ShardOrientation,
+    ShardStrategy,
     TensorMemoryLayout,
     TraceAllocationWarning,
     TTFatal,
@@ -127,8 +133,15 @@ from .ops.shape import (
     unsqueeze,
 )
 from .creation import DumpTensorMode, as_tensor
-from .grid import CoreGrid
-from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig
+from .grid import CoreGrid, CoreRange, CoreRangeSet
+from .ops.matmul_config import (
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
+    MatmulMultiCoreReuseProgramConfig,
+)
+from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig, init_device_compute_kernel_config
+from .golden import get_golden_function
 from .ops.kv_cache import fill_cache, update_cache
 from .ops.activation import UnaryOpType, UnaryWithParam
 from .ops.eltwise_more import (

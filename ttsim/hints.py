@@ -91,3 +91,83 @@ PER_OP: dict[str, dict[str, str]] = {
 def hint(op: str, param: str) -> str | None:
     """Why ``param`` of ``op`` cannot change values, or None if it must change them (or be refused)."""
     return PER_OP.get(op, {}).get(param) or ANY_OP.get(param)
+
+
+# -- attributes of config objects ------------------------------------------------------
+#: The same rule for the fields of config objects (program configs, compute-kernel configs,
+#: memory configs): a field either changes values as on a card (some test passes it to the
+#: constructor, to check the value or the refusal), or is listed here as a hint.
+_GRID = "the core grid the kernel runs on"
+_BLOCKING = "how the kernel blocks the matmul over cores and L1: the same fp32 sums"
+_MATMUL_SCHEDULE = {
+    "compute_with_storage_grid_size": _GRID,
+    "in0_block_w": _BLOCKING,
+    "out_subblock_h": _BLOCKING,
+    "out_subblock_w": _BLOCKING,
+    "out_block_h": _BLOCKING,
+    "out_block_w": _BLOCKING,
+    "per_core_M": _BLOCKING,
+    "per_core_N": _BLOCKING,
+    "allowed_worker_cores": _GRID,
+    "fuse_batch": "folds a's batch into M: the same products",
+    "transpose_mcast": "multicast direction of the 2D kernel: data movement only",
+    "mcast_in0": "which operand the 1D kernel multicasts: data movement only",
+    "gather_in0": "ring-gathers in0 across cores: data movement only",
+    "hop_cores": "cores the in0 ring hops over: data movement only",
+    "num_global_cb_receivers": "receivers of the prefetcher's global circular buffer: data movement only",
+    "stream_in1": "streams in1 from DRAM instead of holding it in L1: data movement only",
+    "num_workers_per_dram_bank": "worker cores reading each DRAM bank: data movement only",
+}
+_PRECISION = "precision / speed of the card's math: ttsim accumulates in fp32 (card results stay within tt-metal's bars)"
+
+
+
+def _schedule(*fields: str) -> dict[str, str]:
+    return {f: _MATMUL_SCHEDULE[f] for f in fields}
+
+
+_REUSE = ("compute_with_storage_grid_size", "in0_block_w", "out_subblock_h", "out_subblock_w", "per_core_M",
+          "per_core_N", "allowed_worker_cores")
+_MCAST = _REUSE + ("out_block_h", "out_block_w", "fuse_batch")
+
+#: not hints, never listed: fused_activation (modelled), untilize_out (refused); SDPA's chunk sizes (modelled)
+CONFIG_FIELDS: dict[str, dict[str, str]] = {
+    "MatmulMultiCoreReuseProgramConfig": _schedule(*_REUSE),
+    "MatmulMultiCoreReuseMultiCastProgramConfig": _schedule(*_MCAST, "transpose_mcast"),
+    "MatmulMultiCoreReuseMultiCast1DProgramConfig": _schedule(*_MCAST, "mcast_in0", "gather_in0", "hop_cores",
+                                                              "num_global_cb_receivers", "stream_in1"),
+    "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig": _schedule("in0_block_w", "per_core_M", "per_core_N",
+                                                                       "num_workers_per_dram_bank"),
+    "SDPAProgramConfig": {
+        "compute_with_storage_grid_size": _GRID,
+        "sub_core_grids": _GRID,
+        "exp_approx_mode": _PRECISION,
+        "max_cores_per_head_batch": "how many cores share one head's work: the same sums",
+        "max_k_splits": "splits a decode row's keys over cores (flash-decode): the same online softmax",
+        "matmul_math_fidelity": _PRECISION,
+        "segmented_accumulation": "accumulates chunk partials in segments: the same fp32 sums",
+    },
+    "WormholeComputeKernelConfig": {
+        "math_fidelity": _PRECISION,
+        "math_approx_mode": _PRECISION,
+        "fp32_dest_acc_en": _PRECISION,
+        "packer_l1_acc": _PRECISION,
+        "dst_full_sync_en": "synchronisation of the destination registers: speed only",
+        "throttle_level": "throttles the math engine (power): speed only",
+    },
+    "MemoryConfig": {
+        "memory_layout": "placement (interleaved / sharded) of a tensor",
+        "buffer_type": "placement (DRAM / L1) of a tensor",
+        "shard_spec": "placement of a sharded tensor's shards on cores",
+    },
+    "DispatchCoreConfig": {
+        "type": "which cores dispatch commands",
+        "axis": "which cores dispatch commands",
+        "fabric_tensix_config": "whether tensix cores help move fabric traffic: speed only",
+    },
+}
+
+
+def config_hint(cls: str, field: str) -> str | None:
+    """Why ``field`` of config class ``cls`` cannot change values, or None if it must change them."""
+    return CONFIG_FIELDS.get(cls, {}).get(field)

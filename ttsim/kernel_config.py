@@ -37,3 +37,21 @@ class WormholeComputeKernelConfig:
 
     def __repr__(self) -> str:  # as ttnn prints it (no fields)
         return "<ttnn._ttnn.operations.core.WormholeComputeKernelConfig object>"
+
+
+def init_device_compute_kernel_config(arch, device_kernel_config: WormholeComputeKernelConfig | None = None, *,
+                                      math_fidelity: MathFidelity = MathFidelity.LoFi, math_approx_mode: bool = True,
+                                      fp32_dest_acc_en: bool = False, packer_l1_acc: bool = False,
+                                      dst_full_sync_en: bool = False,
+                                      throttle_level: ThrottleLevel = ThrottleLevel.NO_THROTTLE
+                                      ) -> WormholeComputeKernelConfig:
+    """tt-metal's init_device_compute_kernel_config: ``device_kernel_config`` when given, else a
+    config of the keyword defaults (Wormhole and Blackhole both take WormholeComputeKernelConfig)."""
+    if device_kernel_config is not None:
+        if not isinstance(device_kernel_config, WormholeComputeKernelConfig):
+            raise TTFatal(f"init_device_compute_kernel_config: device_kernel_config must be a "
+                          f"ttnn.WormholeComputeKernelConfig, got {device_kernel_config!r}")
+        return device_kernel_config
+    return WormholeComputeKernelConfig(math_fidelity=math_fidelity, math_approx_mode=math_approx_mode,
+                                       fp32_dest_acc_en=fp32_dest_acc_en, packer_l1_acc=packer_l1_acc,
+                                       dst_full_sync_en=dst_full_sync_en, throttle_level=throttle_level)

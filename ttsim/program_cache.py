@@ -3,8 +3,10 @@ key as an earlier one (op, input and output tensor specs: shapes, dtypes, layout
 configs) reuses that program; anything else compiles a new entry. tt-metal's tests assert
 ``device.num_program_cache_entries()`` after running an op twice; this is what they count.
 
-Not modelled: attributes that change a real program without changing any tensor spec
-(e.g. a different scalar operand of the same shapes counts as a hit here).
+An op may add the attributes tt-metal hashes into its program (``attributes``: SDPA decode
+keys its scale, program config, causality and window, as tt-metal's compute_program_hash).
+Not modelled elsewhere: attributes that change a real program without changing any tensor
+spec (e.g. a different scalar operand of the same shapes counts as a hit here).
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ class ProgramCache:
         self.hits = 0
         self.misses = 0
 
-    def dispatch(self, op: str, inputs, outputs) -> None:
-        """Record one dispatch of ``op`` (host side, at the call)."""
+    def dispatch(self, op: str, inputs, outputs, attributes: tuple = ()) -> None:
+        """Record one dispatch of ``op`` (host side, at the call); ``attributes`` (hashable) are
+        the op's compiled-in parameters that are part of its program key."""
         if not self.enabled:
             self.misses += 1
             return
-        key = (op, tuple(spec(t) for t in inputs), tuple(spec(t) for t in outputs))
+        key = (op, attributes, tuple(spec(t) for t in inputs), tuple(spec(t) for t in outputs))
         if key in self._entries:
             self.hits += 1
         else:

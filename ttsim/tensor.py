@@ -19,6 +19,7 @@ from .types import (
     DataType,
     Layout,
     MemoryConfig,
+    TILE_SIZE,
     Shape,
     TTFatal,
     reported_padded_shape,
@@ -83,6 +84,8 @@ class Tensor:
                 raise TTFatal(
                     f"Tensor: expected a torch tensor / numpy array, a flat data list with a shape, or a Tensor; "
                     f"got {type(tensor).__name__}")
+            if layout is None and data_type in BLOCK_FLOATS:  # the host constructor's default (measured)
+                layout = Layout.TILE
             src = from_torch(tensor, data_type, tile=tile, pad_value=pad_value, layout=layout, device=device,
                              memory_config=mem_config, mesh_mapper=mesh_mapper, cq_id=cq_id,
                              preserve_nan_values=preserve_nan_values, col_tilize=col_tilize,
@@ -119,8 +122,11 @@ class Tensor:
 
     @property
     def padded_shape(self) -> Shape:
-        """As ttnn reports it (rank 1 reports rank 2); ttsim's storage keeps ``_padded``."""
-        return Shape(reported_padded_shape(self._shape)) if self._layout == Layout.TILE else self._padded
+        """As ttnn reports it (rank 1 reports rank 2); ttsim's storage keeps ``_padded``.
+        ``tilize_with_val_padding`` may report a larger padded shape than it stores."""
+        if self._layout != Layout.TILE:
+            return self._padded
+        return self.__dict__.get("_padded_report") or Shape(reported_padded_shape(self._shape))
 
     @property
     def dtype(self) -> DataType:
@@ -177,7 +183,22 @@ class Tensor:
         return from_device(self, blocking=blocking, queue_id=cq_id)
 
     def to(self, device: MeshDevice, mem_config: MemoryConfig | None = None, cq_id: int | None = None) -> "Tensor":
+        """``to(device[, mem_config, cq_id])`` moves a host tensor to a device; ttnn's other
+        overload ``to(target_layout)`` converts a host tensor's layout."""
+        if isinstance(device, Layout):
+            if mem_config is not None or cq_id is not None:
+                raise TTFatal("Tensor.to(target_layout) takes only the layout")
+            if self._device is not None:  # tt-metal's tensor_to_layout
+                raise TTFatal("Bring tensor to host before converting to target layout")
+            from .ops.data_movement import to_layout  # ops import this module
+
+            return to_layout(self, device)
         return to_device(self, device, memory_config=mem_config, queue_id=cq_id)
+
+    def to_numpy(self, mesh_composer=None):
+        """``to_torch`` as a numpy array (bfloat16 comes out as float32: numpy has no bfloat16)."""
+        out = to_torch(self, mesh_composer=mesh_composer)
+        return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
 
     def to_torch(self, mesh_composer=None) -> torch.Tensor:
         return to_torch(self, mesh_composer=mesh_composer)
@@ -275,7 +296,7 @@ def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value
     """A torch shard in storage form: padded to tiles if TILE, values quantised to dtype."""
     if layout == Layout.TILE:
         padded = tile_padded(tuple(tensor.shape))
-        x = tensor if tensor.dim() >= 1 else tensor.reshape(1)
+        x = tensor if tensor.dim() >= 1 else tensor.reshape(1, 1)  # rank 0: element [0, 0] of one tile
         pads = []
         for have, want in zip(reversed(x.shape), reversed(padded)):
             pads += [0, want - have]
@@ -311,9 +332,10 @@ def from_torch(
     """
     if col_tilize:
         raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
-    for name, value in (("spec", spec), ("tile", tile)):  # a TensorSpec; a non-32x32 tile shape
-        if value is not None:
-            raise TTFatal(f"from_torch: {name}={value!r} is not modelled by ttsim; pass dtype/layout/memory_config")
+    if spec is not None:  # a TensorSpec
+        raise TTFatal(f"from_torch: spec={spec!r} is not modelled by ttsim; pass dtype/layout/memory_config")
+    if tile is not None and not _is_standard_tile(tile):  # 32x32 is what every TILE tensor has
+        raise TTFatal(f"from_torch: tile={tile!r} is not modelled by ttsim (only 32x32 tiles)")
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:
@@ -328,8 +350,6 @@ def from_torch(
     layout = Layout.ROW_MAJOR if layout is None else layout
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"from_torch: {dtype!r} is a block float and requires layout=TILE_LAYOUT, got {layout!r}")
-    if tensor.dim() == 0 and layout == Layout.TILE:  # ROW_MAJOR keeps rank 0, as ttnn does
-        raise TTFatal("from_torch: a rank-0 tensor in TILE_LAYOUT is not modelled by ttsim; reshape it to [1, 1]")
     if mesh_mapper is not None:
         if device is not None and mesh_mapper.mesh_device is not device:
             raise TTFatal("from_torch: mesh_mapper was built for a different mesh device than device=")
@@ -342,6 +362,11 @@ def from_torch(
     if device is not None:
         out = to_device(out, device, memory_config=memory_config, queue_id=cq_id)
     return out
+
+
+def _is_standard_tile(tile) -> bool:
+    shape = getattr(tile, "tile_shape", None)
+    return shape == [TILE_SIZE, TILE_SIZE] and not getattr(tile, "transpose_tile", False)
 
 
 def _from_data(what, data, shape, data_type, layout, device, memory_config_or_tile, tile, pad_value):
@@ -369,6 +394,8 @@ def _from_data(what, data, shape, data_type, layout, device, memory_config_or_ti
 
 
 def _unpad(x: torch.Tensor, shape: Shape) -> torch.Tensor:
+    if not shape and x.dim():  # rank 0 in TILE: element [0, 0] of its one tile
+        return x.reshape(-1)[0]
     return x[tuple(slice(0, d) for d in shape)] if tuple(x.shape) != tuple(shape) else x
 
 

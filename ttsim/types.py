@@ -129,6 +129,24 @@ class MemoryConfig:
 
 DRAM_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.DRAM)
 L1_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.INTERLEAVED, BufferType.L1)
+# ttnn's sharded presets carry no shard spec (ops that take them derive one); placement only in ttsim
+L1_HEIGHT_SHARDED_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.HEIGHT_SHARDED, BufferType.L1)
+L1_WIDTH_SHARDED_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.WIDTH_SHARDED, BufferType.L1)
+L1_BLOCK_SHARDED_MEMORY_CONFIG = MemoryConfig(TensorMemoryLayout.BLOCK_SHARDED, BufferType.L1)
+
+
+@_tt_enum
+class ShardOrientation(enum.Enum):
+    ROW_MAJOR = 0
+    COL_MAJOR = 1
+
+
+class ShardStrategy(enum.Enum):
+    """ttnn.ShardStrategy: a plain Python enum in ttnn.types (it prints as ``<ShardStrategy.HEIGHT: 1>``)."""
+
+    HEIGHT = 1
+    WIDTH = 2
+    BLOCK = 3
 
 
 class Shape(tuple):
@@ -163,6 +181,35 @@ class Shape(tuple):
         return f"Shape([{', '.join(map(str, self))}])"
 
     __str__ = __repr__
+
+
+class MeshCoordinate:
+    """ttnn.MeshCoordinate(c0, c1[, c2]) or MeshCoordinate([c0, ...]): a device's place in a mesh."""
+
+    def __init__(self, *coords):
+        if len(coords) == 1 and isinstance(coords[0], (tuple, list)):
+            coords = tuple(coords[0])
+        if not coords or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in coords):
+            raise TTFatal(f"MeshCoordinate needs non-negative int coordinates, got {coords!r}")
+        self._coords = tuple(coords)
+
+    def dims(self) -> int:
+        return len(self._coords)
+
+    def __getitem__(self, index: int) -> int:
+        return self._coords[index]
+
+    def __iter__(self):
+        return iter(self._coords)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MeshCoordinate) and self._coords == other._coords
+
+    def __hash__(self) -> int:
+        return hash(self._coords)
+
+    def __repr__(self) -> str:
+        return f"MeshCoordinate([{', '.join(str(c) for c in self._coords)}])"
 
 
 class MeshShape:

@@ -214,6 +214,34 @@ def _internal_constructor(overloads, dump):
     return None  # not compared; see the reason
 
 
+def _merged_overload(overloads, base_names, extra_keywords):
+    """One Python signature for several real overloads: the overload whose leading parameter
+    names are ``base_names``, its parameters after the tensor made optional (default None) where
+    another overload renames or drops them, plus ``extra_keywords`` (other overloads' names,
+    keyword-only, default None) appended. Each extra name must exist in some real overload."""
+    base = next(o for o in overloads if [p["name"] for p in o["params"]][:len(base_names)] == base_names)
+    real_names = {p["name"] for o in overloads for p in o["params"]}
+    assert set(extra_keywords) <= real_names, set(extra_keywords) - real_names
+    params = [dict(p) for p in base["params"]]
+    return params, [{"name": n, "kind": "KEYWORD_ONLY", "default": "None"} for n in extra_keywords]
+
+
+def _slice_real(overloads, dump):
+    params, extra = _merged_overload(overloads, ["input_tensor", "slice_start", "slice_end"],
+                                     ["starts", "ends", "steps", "slice_dim", "num_devices"])
+    for p in params[1:3]:
+        p["default"] = "None"
+    return [{"params": params + extra}]
+
+
+def _reshape_real(overloads, dump):
+    params, _ = _merged_overload(overloads, ["input_tensor", "shape"], [])
+    assert any([p["name"] for p in o["params"]][:3] == ["input_tensor", "logical_shape", "padded_shape"]
+               for o in overloads)
+    params.insert(2, {"name": "padded_shape", "kind": "POSITIONAL_OR_KEYWORD", "default": "None"})
+    return [{"params": params}]
+
+
 #: Where real ttnn's signature cannot be mirrored in Python: name -> (what differs, why, adjust).
 #: ``adjust(real_overloads, dump)`` returns the overloads to compare against, or None for
 #: "constructor not compared" (only for classes user code never constructs in either package).
@@ -243,6 +271,24 @@ SIGNATURE_EXCEPTIONS = {
         "three overloads cannot be one Python signature; behaviour is compared instead by "
         "test_expressions_evaluate_like_real_ttnn (repr, ==, [], dims(), mesh_size(), no len())",
         _internal_constructor),
+    "MeshCoordinate": (
+        "real overloads (c0, c1) | (c0, c1, c2) | (coords); ttsim MeshCoordinate(*coords) taking any of them",
+        "three overloads cannot be one Python signature; behaviour is compared by "
+        "tests/ttsim/test_names_round2.py (repr, dims(), [], iteration, ==) against the real package's",
+        _internal_constructor),
+    "slice": (
+        "real overloads (input_tensor, starts: Tensor, ends: Tensor, slice_step=None, *, ..., slice_dim, "
+        "num_devices) | (input_tensor, starts, ends, steps) | (input_tensor, slice_start, slice_end, "
+        "slice_step=None); ttsim takes the third with slice_start/slice_end defaulting to None and the "
+        "others' names as keyword-only",
+        "one Python signature: positional calls bind as the list overloads do, starts=/ends=/steps= as the "
+        "second; tensor starts/ends and slice_dim/num_devices are refused by name",
+        _slice_real),
+    "reshape": (
+        "real overloads (input_tensor, shape, *, ...) | (input_tensor, logical_shape, padded_shape, *, ...); "
+        "ttsim (input_tensor, shape, padded_shape=None, *, ...)",
+        "one Python signature for both; a positional third argument is the padded shape",
+        _reshape_real),
     "MeshDevice": (
         "real __init__ is (*args, **kwargs) (no bound constructor); ttsim's takes chips and queue counts",
         "both are created by open_mesh_device / open_device only",
@@ -365,8 +411,10 @@ def test_enum_members_and_values(real):
         else:
             wrong = {k: v for k, v in mine.items() if theirs.get(k) != v}
             assert not wrong, f"{name}: ttsim members {wrong} are not ttnn's ({theirs})"
+        python_enum = real["signatures"][real_path(name)].get("module") == "ttnn.types"  # a plain enum.Enum
         for m in obj:
-            assert repr(m) == str(m) == f"{name}.{m.name}", f"{name}.{m.name} prints as {m!r}"
+            want = f"<{name}.{m.name}: {int(m.value)}>" if python_enum else f"{name}.{m.name}"
+            assert repr(m) == want and str(m) == f"{name}.{m.name}", f"{name}.{m.name} prints as {m!r}"
         checked.append(name)
     assert set(COMPLETE_ENUMS) <= set(checked)
 
@@ -379,7 +427,8 @@ def test_simple_constants_and_aliases(real):
             alias = c["enum_aliases"][rel]
             assert (f"{type(obj).__name__}.{obj.name}", obj.value) == (alias["member"], alias["value"]), rel
             assert (repr(obj), str(obj)) == (alias["repr"], alias["str"]), rel
-    for name in ("DRAM_MEMORY_CONFIG", "L1_MEMORY_CONFIG"):
+    for name in ("DRAM_MEMORY_CONFIG", "L1_MEMORY_CONFIG", "L1_HEIGHT_SHARDED_MEMORY_CONFIG",
+                 "L1_WIDTH_SHARDED_MEMORY_CONFIG", "L1_BLOCK_SHARDED_MEMORY_CONFIG"):
         mine, theirs = getattr(ttsim, name), c["memory_configs"][name]
         assert repr(mine.buffer_type) == theirs["buffer_type"], name
         assert repr(mine.memory_layout) == theirs["memory_layout"], name

@@ -95,3 +95,46 @@ def test_compute_kernel_config_is_built_as_tt_metal_builds_it(device):
     assert torch.equal(ttsim.to_torch(ttsim.matmul(a, a, compute_kernel_config=cfg)), ttsim.to_torch(ttsim.matmul(a, a)))
     with pytest.raises(ttsim.TTFatal, match=r"math_fidelity must be a ttnn.MathFidelity"):
         ttsim.WormholeComputeKernelConfig(math_fidelity="HiFi4")
+
+
+def _paged_decode_setup(device, b=2, nkv=1, nh=8, bs=32, pages=8, d=64):
+    g = torch.Generator().manual_seed(11)
+    k = _tile(torch.randn(b * pages, nkv, bs, d, generator=g), device)
+    v = _tile(torch.randn(b * pages, nkv, bs, d, generator=g), device)
+    table = ttsim.from_torch(torch.arange(b * pages, dtype=torch.int32).reshape(b, pages), dtype=ttsim.int32,
+                             device=device)
+    q = _tile(torch.randn(1, b, nh, d, generator=g), device)
+    return q, k, v, table
+
+
+def _pc(k_chunk):
+    return ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(8, 8), q_chunk_size=32,
+                                   k_chunk_size=k_chunk, exp_approx_mode=False)
+
+
+def test_paged_decode_keys_its_program_config_not_its_positions(device):
+    """tt-metal's run_test_sdpa_decode_paged_attention: growing positions switch k_chunk_size
+    32 -> 128 (and a last non-causal step with a mask); it expects one program per chunk size
+    plus the non-causal one, while the positions themselves are runtime arguments."""
+    device.clear_program_cache()
+    q, k, v, table = _paged_decode_setup(device)
+    decode = ttsim.transformer.paged_scaled_dot_product_attention_decode
+    for pos, chunk in ((5, 32), (40, 32), (100, 128), (200, 128)):
+        cur = ttsim.from_torch(torch.tensor([pos, pos // 2], dtype=torch.int32), dtype=ttsim.int32, device=device)
+        decode(q, k, v, table, cur_pos_tensor=cur, scale=0.125, program_config=_pc(chunk))
+    assert device.num_program_cache_entries() == 2 and device.program_cache.hits == 2
+    mask = _tile(torch.zeros(2, 1, 8, 8 * 32), device, ttsim.bfloat4_b)
+    decode(q, k, v, table, is_causal=False, attn_mask=mask, scale=0.125, program_config=_pc(128))
+    assert device.num_program_cache_entries() == 3
+
+
+def test_paged_decode_scale_and_window_are_part_of_the_program(device):
+    device.clear_program_cache()
+    q, k, v, table = _paged_decode_setup(device)
+    cur = ttsim.from_torch(torch.tensor([70, 90], dtype=torch.int32), dtype=ttsim.int32, device=device)
+    decode = ttsim.transformer.paged_scaled_dot_product_attention_decode
+    decode(q, k, v, table, cur_pos_tensor=cur, scale=0.125, program_config=_pc(32))
+    decode(q, k, v, table, cur_pos_tensor=cur, scale=0.25, program_config=_pc(32))
+    decode(q, k, v, table, cur_pos_tensor=cur, scale=0.25, program_config=_pc(32), sliding_window_size=64)
+    decode(q, k, v, table, cur_pos_tensor=cur, scale=0.25, program_config=_pc(32), sliding_window_size=64)
+    assert device.num_program_cache_entries() == 3 and device.program_cache.hits == 1

@@ -1,9 +1,14 @@
 """The keyword rule (ttsim/hints.py): every optional parameter of every public ttsim op is
 either a documented hint that cannot change values, or some test (or model code the tests
 run) passes it -- to check the value it produces, or to check that ttsim refuses it.
-Nothing is accepted and then ignored without a test noticing."""
+Nothing is accepted and then ignored without a test noticing.
+
+The same holds for the fields of config objects (``*Config`` classes: program configs,
+compute-kernel configs, memory configs): every constructor field is a documented hint
+(hints.CONFIG_FIELDS) or some test passes it to the constructor."""
 
 import ast
+import enum
 import inspect
 import pathlib
 
@@ -111,3 +116,85 @@ def test_the_rule_catches_an_unexercised_keyword(monkeypatch):
     brand_new_op.__module__ = "ttsim.ops.fake"
     monkeypatch.setattr(ttsim, "brand_new_op", brand_new_op, raising=False)
     assert "brand_new_op(secret_knob=)" in _unaccounted()
+
+
+# -- config objects' fields ------------------------------------------------------------
+
+def _config_classes():
+    return {name: obj for name in dir(ttsim) if "Config" in name and not name.startswith("_")
+            for obj in [getattr(ttsim, name)]
+            if inspect.isclass(obj) and not issubclass(obj, enum.Enum) and obj.__module__.startswith("ttsim")}
+
+
+def _constructor_calls():
+    """(class name, ast.Call) for ``x.Name(...)`` and ``Name(...)`` calls in the scanned code."""
+    out = []
+    for name, call in _calls():
+        out.append((name, call))
+    for folder in SCANNED:
+        for f in (ROOT / folder).rglob("*.py"):
+            tree = ast.parse(f.read_text())
+            spread = _spread_keys(tree)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    if any(k.arg is None for k in node.keywords):
+                        node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
+                    out.append((node.func.id, node))
+    return out
+
+
+def _unaccounted_fields():
+    by_name = {}
+    for name, call in _constructor_calls():
+        by_name.setdefault(name, []).append(call)
+    missing = []
+    for name, cls in sorted(_config_classes().items()):
+        calls = by_name.get(name, [])
+        for i, p in enumerate(inspect.signature(cls).parameters.values()):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or hints.config_hint(name, p.name):
+                continue
+            if not any(_passes(c, i, p) for c in calls):
+                missing.append(f"{name}.{p.name}")
+    return missing
+
+
+def test_every_config_field_is_exercised_refused_or_a_documented_hint():
+    """A field a config object accepts but ttsim ignores (say a matmul program config's
+    fused_activation) would be a silent wrong answer: it must be modelled or refused, and a
+    test must pass it; or it is a documented hint."""
+    classes = _config_classes()
+    assert {"MatmulMultiCoreReuseMultiCast1DProgramConfig", "SDPAProgramConfig", "WormholeComputeKernelConfig"} \
+        <= set(classes), sorted(classes)
+    missing = _unaccounted_fields()
+    assert not missing, (
+        f"{len(missing)} config field(s) with no test passing them and no entry in hints.CONFIG_FIELDS:\n  "
+        + "\n  ".join(missing))
+
+
+def test_config_hint_entries_name_real_fields():
+    classes = _config_classes()
+    for name, entries in hints.CONFIG_FIELDS.items():
+        assert name in classes, name
+        assert set(entries) <= set(inspect.signature(classes[name]).parameters), (name, set(entries))
+
+
+def test_value_changing_config_fields_are_not_hints():
+    """The fields that change a card's result must never be waved through as hints."""
+    for name in ("MatmulMultiCoreReuseMultiCastProgramConfig", "MatmulMultiCoreReuseMultiCast1DProgramConfig",
+                 "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig"):
+        assert hints.config_hint(name, "fused_activation") is None, name
+    assert hints.config_hint("MatmulMultiCoreReuseMultiCast1DProgramConfig", "untilize_out") is None
+    assert hints.config_hint("SDPAProgramConfig", "q_chunk_size") is None
+    assert hints.config_hint("SDPAProgramConfig", "k_chunk_size") is None
+
+
+def test_the_rule_catches_an_unexercised_config_field(monkeypatch):
+    """Negative control: a new config class with a field nobody passes is reported."""
+    class BrandNewProgramConfig:
+        def __init__(self, *, grid=None, secret_fused_scale=1.0):
+            pass
+
+    BrandNewProgramConfig.__module__ = "ttsim.ops.fake"
+    monkeypatch.setattr(ttsim, "BrandNewProgramConfig", BrandNewProgramConfig, raising=False)
+    missing = _unaccounted_fields()
+    assert "BrandNewProgramConfig.secret_fused_scale" in missing and "BrandNewProgramConfig.grid" in missing

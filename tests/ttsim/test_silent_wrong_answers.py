@@ -228,3 +228,48 @@ def test_value_heads_that_are_not_a_multiple_of_key_heads_are_refused(device):
     q, k, v, g, beta = _gdn_inputs(32, hk=2, hv=3)
     with pytest.raises(ttsim.TTFatal, match=r"v must be \[B, T, HV, V\] with HV a multiple of q's 2 key heads"):
         ttsim.transformer.chunk_gated_delta_rule(*(_dev(x, device) for x in (q, k, v, g, beta)))
+
+
+# -- issue 25: tilize_with_val_padding's logical shape, rank-0 tensors through TILE --------
+
+def _rm(x, device):
+    return ttsim.from_torch(x, dtype=ttsim.bfloat16, device=device)
+
+
+def test_tilize_with_val_padding_keeps_the_inputs_logical_shape(device):
+    """tt-metal's op pads the storage to output_tensor_shape; the logical shape stays [300, 300]."""
+    x = torch.arange(90000.0).reshape(300, 300).remainder(251)
+    out = ttsim.tilize_with_val_padding(_rm(x, device), [512, 512], 7.0)
+    assert list(out.shape) == [300, 300] and list(out.padded_shape) == [512, 512]
+    assert out.layout == ttsim.TILE_LAYOUT and out.logical_volume() == 90000 and out.volume() == 512 * 512
+    got = ttsim.to_torch(out)
+    assert got.shape == (300, 300) and torch.equal(got.float(), x)
+
+
+def test_tilize_with_val_padding_result_feeds_ops_at_its_logical_shape(device):
+    x = torch.arange(6.0).reshape(1, 1, 2, 3)
+    out = ttsim.tilize_with_val_padding(_rm(x, device), [1, 1, 32, 64], -1.0)
+    summed = ttsim.sum(out, dim=-1)  # the padding (-1) must not join the logical values
+    assert torch.equal(ttsim.to_torch(summed).float().reshape(-1), x.sum(-1).reshape(-1))
+    assert list(ttsim.untilize(out).shape) == [1, 1, 2, 3]
+
+
+@pytest.mark.parametrize("on_device", [False, True], ids=["host", "device"])
+def test_rank_zero_through_tile_layout_and_back(device, on_device):
+    src = torch.tensor(2.75)
+    t = ttsim.from_torch(src, dtype=ttsim.bfloat16, device=device if on_device else None)
+    tiled = ttsim.to_layout(t, ttsim.TILE_LAYOUT)
+    assert list(tiled.shape) == [] and list(tiled.padded_shape) == [32, 32]
+    got = ttsim.to_torch(tiled)
+    assert got.shape == torch.Size([]) and got.item() == 2.75  # not the tile's 32 (or 1024) elements
+    back = ttsim.to_torch(ttsim.to_layout(tiled, ttsim.ROW_MAJOR_LAYOUT))
+    assert back.shape == torch.Size([]) and back.item() == 2.75
+
+
+def test_rank_zero_tile_tensor_in_an_op(device):
+    t = ttsim.from_torch(torch.tensor(-3.0), dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    got = ttsim.to_torch(ttsim.abs(t))
+    assert got.shape == torch.Size([]) and got.item() == 3.0
+    x = torch.arange(6.0).reshape(2, 3)
+    tx = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    assert torch.equal(ttsim.to_torch(ttsim.multiply(tx, t)), x * -3.0)  # the scalar broadcasts, not its tile

@@ -81,6 +81,9 @@ __all__ = [
 
 #: The position value that marks an inactive decode row / skipped cache update.
 SKIP_POSITION = -1
+#: a page-table entry of -1 (uint32 0xFFFFFFFF) is an unmapped page: tt-metal's fill-cache
+#: writer consumes that block's input tiles and writes nothing (SKIP_PAGE_TABLE_ENTRY)
+SKIP_PAGE_TABLE_ENTRY = -1
 
 _F32 = torch.float32
 _NEG_INF = float("-inf")
@@ -639,7 +642,8 @@ def paged_fill_cache(
     ``page_table_row_or_table`` is either the full ``[b, max_pages]`` table (row
     ``batch_idx`` is used) or one row ``[max_pages]``. Validates first (IndexError naming
     the row and the first position beyond the page table), then writes in place; slots of
-    the last page past ``S`` are left untouched. Returns ``cache``.
+    the last page past ``S`` are left untouched, and so are pages whose entry is
+    ``SKIP_PAGE_TABLE_ENTRY`` (their input is dropped). Returns ``cache``.
     """
     _check_cache_write(cache, x)
     R.fill_input("x", x.shape, cache.shape)
@@ -655,8 +659,12 @@ def paged_fill_cache(
     else:
         raise ValueError(f"page table must be 1-D or 2-D, got shape {tuple(pt.shape)}")
     s = x.shape[2]
-    blocks = _pages_for(row, batch_idx, s, bs, nb)
+    mapped = [SKIP_PAGE_TABLE_ENTRY if int(b) == SKIP_PAGE_TABLE_ENTRY else b for b in row]
+    valid = [0 if b == SKIP_PAGE_TABLE_ENTRY else b for b in mapped]  # validate the mapped pages only
+    blocks = _pages_for(valid, batch_idx, s, bs, nb)
     for j, blk in enumerate(blocks):
+        if mapped[j] == SKIP_PAGE_TABLE_ENTRY:
+            continue
         lo = j * bs
         n = min(bs, s - lo)
         cache[blk, :, :n, :].copy_(x[0, :, lo : lo + n, :])

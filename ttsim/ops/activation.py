@@ -39,6 +39,7 @@ class UnaryOpType(enum.Enum):
     SILU = 58
     IDENTITY = 60
     NEG = 61
+    MISH = 93
 
 
 _NO_PARAM: dict[UnaryOpType, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -62,10 +63,13 @@ _NO_PARAM: dict[UnaryOpType, Callable[[torch.Tensor], torch.Tensor]] = {
     UnaryOpType.SILU: F.silu,
     UnaryOpType.IDENTITY: lambda x: x,
     UnaryOpType.NEG: torch.neg,
+    UnaryOpType.MISH: F.mish,
 }
 _ONE_PARAM: dict[UnaryOpType, Callable[[torch.Tensor, float], torch.Tensor]] = {
     UnaryOpType.LEAKY_RELU: lambda x, p: F.leaky_relu(x, p),
     UnaryOpType.ELU: lambda x, p: F.elu(x, p),
+    # the param is fast_and_approximate_mode: a precision hint (ttsim/hints.py), the accurate GELU
+    UnaryOpType.GELU: lambda x, p: F.gelu(x),
 }
 
 

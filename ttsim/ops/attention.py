@@ -397,8 +397,11 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
         return _kernel_call(op, K.paged_sdpa_decode, qq, kk, vv, _ids(pt), pos, scale=scale, k_chunk_size=kc,
                             out=previous.clone(), window=window, sink=logits, attn_mask=mask)
 
+    # tt-metal's decode hashes its scale, program config, causality and window into the program
+    # (chunk sizes change as a test's positions grow), not the cur_pos values
+    key = (scale, repr(program_config), is_causal, window)
     return run_op(op, inputs, (1, b, nqh, dv), q._dtype, Layout.TILE, math, memory_config=memory_config,
-                  reads_output=True)
+                  reads_output=True, program_key=key)
 
 
 def paged_update_cache(

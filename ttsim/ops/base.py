@@ -55,6 +55,8 @@ def require_same_device(op: str, tensors: dict[str, Tensor]) -> MeshDevice:
 def unpadded(data: torch.Tensor, t: Tensor) -> torch.Tensor:
     """One chip's storage of ``t`` without its tile padding, in the storage format."""
     x = data
+    if not t._shape and x.dim():  # rank 0 in TILE: element [0, 0] of its one tile
+        return x.reshape(-1)[0]
     if x.shape != t._shape:
         for dim, (have, want) in enumerate(zip(x.shape, t._shape)):
             if have != want:
@@ -119,6 +121,8 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
 
     The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
     view: a buffer owns its data (another buffer's in-place write must not show here)."""
+    if layout == Layout.TILE and x.dim() == 0:  # rank 0 is stored as element [0, 0] of one tile
+        x = x.reshape(1, 1)
     pads = _tile_pads(tuple(x.shape)) if layout == Layout.TILE else None
     if dtype in BLOCK_FLOATS:  # a shared exponent spans 16 values of a face row: pad first
         if pads is not None:
@@ -199,6 +203,7 @@ def run_op(
     pool: Tensor | None = None,
     output_tensor: Tensor | None = None,
     moves_values: bool = False,
+    program_key: tuple = (),
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
 
@@ -212,6 +217,7 @@ def run_op(
     contents (what its memory holds: ops that skip rows leave them as they were); with
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
+    ``program_key``: attributes the op's program cache entry is keyed on besides tensor specs.
     """
     cq_id = current_cq_id(cq_id)
     if output_tensor is not None:
@@ -238,7 +244,7 @@ def run_op(
             ob.data = storage(math(*args), out_dtype, out_layout, args)
 
     writes = out_bufs + (pool_bufs or [])
-    device.program_cache.dispatch(op, inputs, [out])
+    device.program_cache.dispatch(op, inputs, [out], program_key)
     device.enqueue(cq_id, op, execute, writes=writes)
     return out
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import math as _math
 
-import torch.nn.functional as F
-
 from ..tensor import Tensor, _describe
-from ..types import BLOCK_FLOATS, TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
+from ..types import BLOCK_FLOATS, TILE_SIZE, DataType, Layout, MemoryConfig, Shape, TTFatal
 from .base import require_device_tensor, require_layout, run_op, take_output
 
 
@@ -80,8 +78,11 @@ def tilize_with_zero_padding(input_tensor: Tensor, *, memory_config: MemoryConfi
 def tilize_with_val_padding(input_tensor: Tensor, output_tensor_shape, pad_value, *,
                             memory_config: MemoryConfig | None = None, dtype: DataType | None = None,
                             use_multicore: bool = True, sub_core_grids=None) -> Tensor:
-    """ROW_MAJOR -> TILE padded up to ``output_tensor_shape`` with ``pad_value`` (the result has
-    that shape; the added elements hold ``pad_value``)."""
+    """ROW_MAJOR -> TILE with ``output_tensor_shape`` as the padded shape, as tt-metal's op: the
+    logical shape stays the input's; only the storage grows (its padding holds ``pad_value``).
+
+    ttsim stores every TILE tensor in its own tile padding, so padding beyond the input's last
+    tile is reported by ``padded_shape`` but not stored (no op of ttsim reads padding)."""
     op = "tilize_with_val_padding"
     x = require_device_tensor(op, "input_tensor", input_tensor)
     require_layout(op, "input_tensor", x, Layout.ROW_MAJOR)
@@ -91,15 +92,10 @@ def tilize_with_val_padding(input_tensor: Tensor, output_tensor_shape, pad_value
         raise TTFatal(f"{op}: output_tensor_shape {want} must have input_tensor's rank and be >= its shape {have}")
     if len(want) < 2 or want[-1] % TILE_SIZE or want[-2] % TILE_SIZE:
         raise TTFatal(f"{op}: output_tensor_shape {want} must have tile-multiple last two dims")
-    value = float(pad_value)
-
-    def math(v):
-        pads = []
-        for h, w in zip(reversed(have), reversed(want)):
-            pads += [0, w - h]
-        return F.pad(v, pads, value=value)
-
-    return run_op(op, [x], want, _out_dtype(op, x, dtype), Layout.TILE, math, memory_config=memory_config)
+    float(pad_value)  # validated as tt-metal's float/int pad value; it fills padding only
+    out = run_op(op, [x], have, _out_dtype(op, x, dtype), Layout.TILE, lambda v: v, memory_config=memory_config)
+    out._padded_report = Shape(want)
+    return out
 
 
 def untilize(input_tensor: Tensor, *, memory_config: MemoryConfig | None = None, use_multicore: bool = True,

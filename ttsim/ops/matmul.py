@@ -6,6 +6,8 @@ import torch
 
 from ..tensor import Tensor, _describe
 from ..types import TILE_SIZE, DataType, Layout, MemoryConfig, TTFatal
+from .activation import chain
+from .matmul_config import fused_activation_of
 from .unmodelled import refuse_unmodelled
 from .base import broadcast_shapes, require_device_tensor, require_layout, require_same_device, run_op, take_output
 
@@ -69,7 +71,7 @@ def matmul(
 ) -> Tensor:
     """Matrix product of two TILE-layout device tensors."""
     return _linear("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config,
-                   dtype, activation, optional_output_tensor)
+                   dtype, activation, optional_output_tensor, program_config)
 
 
 def linear(
@@ -95,13 +97,14 @@ def linear(
     """``input_tensor_a @ input_tensor_b + bias`` (weights stored [in, out], as ttnn expects)."""
     refuse_unmodelled("linear", in0_column_offset=in0_column_offset)
     return _linear("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config,
-                   dtype, activation, optional_output_tensor)
+                   dtype, activation, optional_output_tensor, program_config)
 
 
 _ACTIVATIONS = {None: None, "relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu}
 
 
-def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation, output=None) -> Tensor:
+def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, activation, output=None,
+            program_config=None) -> Tensor:
     a = require_device_tensor(op, "input_tensor_a", a)
     b = require_device_tensor(op, "input_tensor_b", b)
     tensors = {"input_tensor_a": a, "input_tensor_b": b}
@@ -115,9 +118,19 @@ def _linear(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, acti
     shape = _matmul_shape(op, a, b, transpose_a, transpose_b)
     if bias is not None:
         _check_bias(op, tensors["bias"], shape[-1])
+    # the program config's activation runs in the kernel on a @ b + bias; ``activation`` after
+    # it (tt-metal's bound_matmul applies the user's activation as a unary op on the output)
+    fused = fused_activation_of(op, program_config)
+    acts = [f for f in (chain(op, "program_config.fused_activation", [fused] if fused else None),
+                        _ACTIVATIONS[activation]) if f is not None]
     base = _mm(transpose_a, transpose_b)
-    act = _ACTIVATIONS[activation]
-    math = base if act is None else (lambda *xs: act(base(*xs)))
+
+    def math(*xs):
+        y = base(*xs)
+        for f in acts:
+            y = f(y)
+        return y
+
     out_dtype = a._dtype if dtype is None else dtype
     if output is not None:
         out_dtype = take_output(op, output, shape, out_dtype, Layout.TILE, a, dtype is not None,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..tensor import Tensor, _describe, _storage_of, _unpad
-from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
+from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal, reported_padded_shape
 from .base import require_device_tensor, require_same_device, run_inplace, run_op, storage
 
 
@@ -73,6 +73,7 @@ def _view_op(op: str, x: Tensor, shape, memory_config) -> Tensor:
 def reshape(
     input_tensor: Tensor,
     shape,
+    padded_shape=None,
     *,
     memory_config: MemoryConfig | None = None,
     pad_value=None,
@@ -80,10 +81,20 @@ def reshape(
     sub_core_grids=None,
     skip_padding_fill: bool = False,
 ) -> Tensor:
-    """Same values in row-major order, new logical shape (one ``-1`` is inferred)."""
+    """Same values in row-major order, new logical shape (one ``-1`` is inferred).
+
+    ``reshape(t, logical_shape, padded_shape)`` (ttnn's second overload) is taken when the
+    padded shape is the one the logical shape has anyway (its tile padding in TILE, itself
+    in ROW_MAJOR); any other padding is refused: ttsim stores only tile padding."""
     op = "reshape"
     x = _input(op, input_tensor)
     dims = _ints(op, "shape", shape)
+    if padded_shape is not None:
+        padded = _ints(op, "padded_shape", padded_shape)
+        natural = list(reported_padded_shape(tuple(dims)) if x._layout == Layout.TILE else dims)
+        if padded != natural:
+            raise TTFatal(f"{op}: padded_shape {padded} other than {natural} (the {x._layout!r} padding of "
+                          f"logical shape {dims}) is not modelled by ttsim")
     vol = x.logical_volume()
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise TTFatal(f"{op}: shape {dims} may hold at most one -1 and no other negative dims")
@@ -147,18 +158,37 @@ def transpose(input_tensor: Tensor, dim1: int, dim2: int, *, memory_config: Memo
 
 def slice(  # noqa: A001 - ttnn's name
     input_tensor: Tensor,
-    slice_start,
-    slice_end,
+    slice_start=None,
+    slice_end=None,
     slice_step=None,
     *,
     memory_config: MemoryConfig | None = None,
     output_tensor: Tensor | None = None,
     pad_value=None,
     sub_core_grids=None,
+    starts=None,
+    ends=None,
+    steps=None,
+    slice_dim: int | None = None,
+    num_devices: int | None = None,
 ) -> Tensor:
     """``input_tensor[start0:end0:step0, ...]`` with one start/end(/step) per dim; ends are
-    exclusive and clamp to the dim; negative starts/ends count from the end; steps > 0."""
+    exclusive and clamp to the dim; negative starts/ends count from the end; steps > 0.
+
+    ttnn's overloads in one signature: ``(slice_start, slice_end[, slice_step])`` and
+    ``(starts, ends, steps)`` as lists are the same slice; ``starts``/``ends`` as device
+    tensors (with ``slice_dim`` / ``num_devices``) are refused by name."""
     op = "slice"
+    if starts is not None or ends is not None or steps is not None:
+        if slice_start is not None or slice_end is not None or slice_step is not None:
+            raise TTFatal(f"{op}: pass slice_start/slice_end/slice_step or starts/ends/steps, not both")
+        slice_start, slice_end, slice_step = starts, ends, steps
+    if isinstance(slice_start, Tensor) or isinstance(slice_end, Tensor) or slice_dim is not None \
+            or num_devices is not None:
+        raise TTFatal(f"{op}: starts/ends as device tensors (slice_dim={slice_dim!r}, num_devices={num_devices!r}) "
+                      f"are not modelled by ttsim; pass lists")
+    if slice_start is None or slice_end is None:
+        raise TTFatal(f"{op}: slice_start and slice_end (or starts and ends) are required")
     x = _input(op, input_tensor)
     rank = len(x._shape)
     starts = _ints(op, "slice_start", slice_start)
