@@ -221,3 +221,9 @@ EXTENSIONS = {
     "TraceAllocationWarning": "warning category for allocation while a trace is live (ttnn logs it)",
     "EXTENSIONS": "this list",
 }
+
+import sys as _sys  # noqa: E402
+
+from . import golden as _golden  # noqa: E402
+
+_golden.install(_sys.modules[__name__])  # every op is imported by now

@@ -118,9 +118,8 @@ def _joint(input_tensor_q, input_tensor_k, input_tensor_v, joint_tensor_q, joint
     return out[..., :n, :], out[..., n:, :]
 
 
-def _goldens() -> dict:
-    import ttsim as t
-
+def _goldens(t) -> dict:
+    """The golden of each op ttsim models, keyed by the op object of the namespace ``t``."""
     return {
         t.add: _binary(torch.add), t.subtract: _binary(torch.sub), t.multiply: _binary(torch.mul),
         t.divide: _binary(torch.div), t.maximum: _binary(torch.maximum), t.minimum: _binary(torch.minimum),
@@ -135,13 +134,16 @@ def _goldens() -> dict:
     }
 
 
-_TABLE: dict | None = None
+_TABLE: dict = {}
+
+
+def install(namespace) -> None:
+    """Key the goldens by ``namespace``'s op objects (ttsim's __init__ hands itself over once
+    every op is imported, so this module never imports the package)."""
+    _TABLE.update(_goldens(namespace))
 
 
 def get_golden_function(operation):
-    global _TABLE
-    if _TABLE is None:  # built on first use: ttsim's ops import after this module
-        _TABLE = _goldens()
     golden = _TABLE.get(operation)
     if golden is None:
         raise TTFatal(f"{operation} does not have a golden function")

@@ -41,6 +41,23 @@ _FROM_TORCH_DTYPE = {
 }
 
 
+def check_layout_change(tensor: "Tensor", layout, dtype) -> DataType:
+    """A layout change ttnn allows (to_layout, Tensor.to(layout)); returns the dtype it keeps."""
+    if not isinstance(layout, Layout) or layout == Layout.INVALID:
+        raise TTFatal(f"to_layout: layout must be ROW_MAJOR_LAYOUT or TILE_LAYOUT, got {layout!r}")
+    dtype = tensor._dtype if dtype is None else dtype
+    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
+        raise TTFatal(f"to_layout: {dtype!r} requires TILE_LAYOUT; typecast to bfloat16 first")
+    return dtype
+
+
+def host_to_layout(tensor: "Tensor", layout, dtype, pad_value: float) -> "Tensor":
+    """A host tensor's storage in another layout (tile padding filled with ``pad_value``)."""
+    tensor._await_read()
+    host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
+    return Tensor._make(tensor._shape, dtype, layout, host=host)
+
+
 def _describe(t: "Tensor") -> str:
     where = "host" if t._device is None else repr(t._device)
     return f"Tensor(shape={list(t._shape)}, dtype={t._dtype!r}, layout={t._layout!r}, on {where})"
@@ -190,9 +207,8 @@ class Tensor:
                 raise TTFatal("Tensor.to(target_layout) takes only the layout")
             if self._device is not None:  # tt-metal's tensor_to_layout
                 raise TTFatal("Bring tensor to host before converting to target layout")
-            from .ops.data_movement import to_layout  # ops import this module
-
-            return to_layout(self, device)
+            dtype = check_layout_change(self, device, None)
+            return self if device == self._layout else host_to_layout(self, device, dtype, 0.0)
         return to_device(self, device, memory_config=mem_config, queue_id=cq_id)
 
     def to_numpy(self, mesh_composer=None):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tensor import Tensor, _storage_of, _unpad
+from ..tensor import Tensor, check_layout_change, host_to_layout
 from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, run_op, take_output
 
@@ -21,17 +21,11 @@ def to_layout(
     """
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"to_layout: expected a ttnn.Tensor, got {type(tensor).__name__}")
-    if not isinstance(layout, Layout) or layout == Layout.INVALID:
-        raise TTFatal(f"to_layout: layout must be ROW_MAJOR_LAYOUT or TILE_LAYOUT, got {layout!r}")
-    dtype = tensor._dtype if dtype is None else dtype
-    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
-        raise TTFatal(f"to_layout: {dtype!r} requires TILE_LAYOUT; typecast to bfloat16 first")
+    dtype = check_layout_change(tensor, layout, dtype)
     if layout == tensor._layout and dtype == tensor._dtype:
         return tensor
     if tensor._device is None:
-        tensor._await_read()
-        host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
-        return Tensor._make(tensor._shape, dtype, layout, host=host)
+        return host_to_layout(tensor, layout, dtype, pad_value)
     require_device_tensor("to_layout", "tensor", tensor)
     return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
                   memory_config=memory_config, moves_values=True)
