@@ -76,6 +76,11 @@ class MergeSite:
                                       self.max_context, dict(_flag_dict(flags))))
 
 
+def _rows(tokens) -> list[list[int]]:
+    """Token rows as lists of ints: a [B, S] tensor (rows padded past their end) or lists."""
+    return tokens.tolist() if hasattr(tokens, "tolist") else [list(r) for r in tokens]
+
+
 def _int32_bits(v: int) -> int:
     """The low 32 bits of ``v`` as a signed int32 (two's complement, as a static_cast does)."""
     return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
@@ -172,30 +177,35 @@ class Generator:
         self.guard_rejects = 0
 
     # -- prefill ------------------------------------------------------------------------
-    def prefill_forward(self, tokens, page_table, kv_cache=None, prompt_lens=None, empty_slots=None,
-                        start_pos=None, sampling_params=None, last_chunk=None) -> list[int | None]:
-        """Prefill one (chunk of a) prompt per request into its slot; returns the greedy first
-        token of each request whose prompt is now complete (None for unfinished chunks)."""
-        n = len(tokens)
+    def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
+                        start_pos=None, sampling_params=None, enable_trace=False, **kwargs) -> torch.Tensor:
+        """Prefill ``tokens[i, start_pos[i]:prompt_lens[i]]`` of each row into slot ``empty_slots[i]``
+        (model/protocol.py); returns the greedy token after each row's chunk [B]. Every row's
+        slot is marked as prefilled since its last decode (tt-metal's prefill_forward_text does
+        so on every chunk; a chunk that does not end its prompt yields a token nobody reads)."""
+        rows = _rows(tokens)
+        n = len(rows)
         if empty_slots is None or len(empty_slots) != n:
             raise ValueError(f"prefill_forward: empty_slots must name one slot per request ({n}), got {empty_slots!r}")
-        starts = start_pos or [0] * n
-        finals = last_chunk or [True] * n
-        out: list[int | None] = []
+        if page_table is None or len(page_table) != n:
+            raise ValueError(f"prefill_forward: page_table must hold one row per request ({n})")
+        ends = int_list(prompt_lens) if prompt_lens is not None else [len(r) for r in rows]
+        starts = int_list(start_pos) if start_pos is not None else [0] * n
+        out: list[int] = []
         for i in range(n):
-            slot = empty_slots[i]
+            slot = int(empty_slots[i])
             if not 0 <= slot < self.max_slots:
                 raise ValueError(f"prefill_forward: slot {slot} is outside 0..{self.max_slots - 1}")
+            if not 0 <= starts[i] < ends[i] <= len(rows[i]):
+                raise ValueError(f"prefill_forward: row {i} asks for tokens [{starts[i]}, {ends[i]}) of "
+                                 f"{len(rows[i])}")
             if starts[i] == 0:
                 self.model.reset_slot(slot)
-            logits = self.model.prefill(list(tokens[i]), slot=slot, page_table_row=page_table[i],
+            logits = self.model.prefill(rows[i][starts[i]:ends[i]], slot=slot, page_table_row=page_table[i],
                                         start_pos=starts[i])
-            if finals[i]:
-                out.append(int(torch.argmax(logits)))
-                self._slots_prefilled_since_decode.add(slot)
-            else:
-                out.append(None)
-        return out
+            out.append(int(torch.argmax(logits)))
+            self._slots_prefilled_since_decode.add(slot)
+        return torch.tensor(out, dtype=torch.int64)
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
@@ -203,12 +213,13 @@ class Generator:
                        slot_remap=None) -> DecodeOutput:
         """One decode step for rows = slots 0..len(start_pos)-1 (position -1 = inactive row).
 
-        ``tokens``/``start_pos`` are the host's view; the device's own buffers win between
-        resets. Returns a DecodeOutput; read it with read_decode_output / process_decode_output_host.
+        ``tokens`` [B, 1] / ``start_pos`` [B] are the host's view; the device's own buffers win
+        between resets. Returns a DecodeOutput, or with ``read_from_device`` the sampled tokens
+        [B, 1] (model/protocol.py).
         """
         # the host's rows as plain ints: a batch is at most 8 rows, and torch ops on tensors
         # that small cost more than the bookkeeping itself
-        host_pos, host_tok = int_list(start_pos), int_list(tokens)
+        host_pos, host_tok = int_list(start_pos), [t[0] if isinstance(t, list) else t for t in int_list(tokens)]
         active = [r for r, p in enumerate(host_pos) if p >= 0]
         if not active:
             raise ValueError("decode_forward: no active row (every start_pos is -1)")
@@ -253,23 +264,29 @@ class Generator:
         self._step += 1
         out = DecodeOutput(trace, bucket)
         if read_from_device:
-            self.read_decode_output(out, async_read=True)
+            host, events = self.read_decode_output(out, async_read=True)
+            for event in events:
+                self.ttnn.event_synchronize(event)
+            return self.process_decode_output_host(host, is_tokens=True)
         return out
 
-    def read_decode_output(self, out: DecodeOutput, async_read: bool = True) -> DecodeOutput:
-        """Enqueue the read of this step's sampled tokens (non-blocking, with an event)."""
+    def read_decode_output(self, out: DecodeOutput, async_read: bool = False):
+        """Enqueue the read of this step's sampled tokens: with ``async_read`` non-blocking,
+        returning ``(host_output, [event])``; else blocking, returning the host output."""
         out.host = out.trace.tokens.cpu(blocking=not async_read)
         out.event = self.ttnn.record_event(self.mesh_device, 0) if async_read else None
         self._last_read_event = out.event
-        return out
+        return (out, [out.event]) if async_read else out
 
-    def process_decode_output_host(self, out: DecodeOutput) -> list[int]:
-        """Wait for the read and return the sampled token per row."""
+    def process_decode_output_host(self, out: DecodeOutput, is_tokens: bool = True) -> torch.Tensor:
+        """The sampled token per row [B, 1] (the caller has waited on the read's events)."""
+        if not is_tokens:
+            raise ValueError("process_decode_output_host: this generator samples on the device (is_tokens=True)")
         if out.host is None:
             self.read_decode_output(out, async_read=False)
         if out.event is not None:
             self.ttnn.event_synchronize(out.event)
-        return self._host_ints(out.host)[: out.rows]
+        return torch.tensor(self._host_ints(out.host)[: out.rows], dtype=torch.int64).reshape(-1, 1)
 
     # -- internals ----------------------------------------------------------------------
     @staticmethod

@@ -26,7 +26,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import torch
+
 from .host_ints import int32_tensor
+from .protocol import host_tokens
 
 
 @dataclass
@@ -42,15 +45,24 @@ class _ReqState:
 
 
 class TTRunner:
-    """The model runner: slots, prefill chunks, traced decode through the generator."""
+    """The model runner: slots, prefill chunks, traced decode through the generator.
 
-    def __init__(self, generator, *, max_slots: int, max_pages: int, prefill_chunk: int,
+    It calls the generator only through model/protocol.py, with torch tensors, in the order
+    the Tenstorrent plugin does (``decode_forward(read_from_device=False)``, then
+    ``read_decode_output(async_read=True)``; later ``ttnn.event_synchronize`` on the read's
+    events and ``process_decode_output_host``), so any generator speaking the protocol runs
+    here. ``ttnn`` is the module the generator runs on (the runner waits on its events).
+    """
+
+    def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int,
                  scratch: Callable[[], None] | None = None, on_merge: Callable | None = None):
         self.gen = generator
-        # the runner owns the generator's merge hook: it tags each merge row with the request
-        # holding that slot, then hands the event to ``on_merge``
+        self.ttnn = ttnn
+        # the runner owns the merge hook of a generator that reports merges (ours does): it
+        # tags each merge row with the request holding that slot, then hands it to ``on_merge``
         self.on_merge = on_merge
-        generator.on_merge = self._tag_merge
+        if hasattr(generator, "on_merge"):
+            generator.on_merge = self._tag_merge
         self.prefill_chunk = prefill_chunk
         self.max_slots = max_slots
         self.max_pages = max_pages
@@ -150,12 +162,14 @@ class TTRunner:
         upto = end if final else end - end % self.prefill_chunk
         if upto <= st.upto:
             return []
-        row = int32_tensor(self._page_row(st))
-        first = self.gen.prefill_forward([st.tokens[st.upto:upto]], [row], prompt_lens=[upto],
-                                         empty_slots=[st.slot], start_pos=[st.upto], last_chunk=[final])[0]
+        table = int32_tensor(self._page_row(st)).reshape(1, -1)
+        tokens = torch.tensor([st.tokens[:upto]], dtype=torch.int64)
+        firsts = self.gen.prefill_forward(tokens, table, prompt_lens=torch.tensor([upto]), empty_slots=[st.slot],
+                                          start_pos=torch.tensor([st.upto]))
         st.upto = upto
-        if first is None:
+        if not final:  # a chunk that does not end the prompt: its token is not an output
             return []
+        first = int(firsts[0])
         st.tokens.append(first)
         st.prefilled = True
         return [first]
@@ -172,18 +186,20 @@ class TTRunner:
             tokens[st.slot] = st.tokens[-1]  # stale by one step unless resolved
             positions[st.slot] = st.computed
             table[st.slot] = self._page_row(st)
-        out = self.gen.decode_forward(tokens, positions, table, reset_batch=reset)
+        out = self.gen.decode_forward(torch.tensor(tokens, dtype=torch.int64).reshape(-1, 1), int32_tensor(positions),
+                                      int32_tensor(table, rows=True), reset_batch=reset, read_from_device=False)
+        read = self.gen.read_decode_output(out, async_read=True)  # enqueued now, waited on later
         self._last_batch = batch
-        self._pending.append((out, [(st.slot, st.req_id) for st in rows], sampled))
+        self._pending.append((read, [(st.slot, st.req_id) for st in rows], sampled))
         for st in rows:
             st.computed += 1
-        return out
+        return read
 
     def resolve_pending(self, until=None) -> None:
         """Read outstanding decode outputs, oldest first (up to ``until``, else all)."""
         while self._pending and (until is None or any(p[0] is until for p in self._pending)):
-            out, rows, sampled = self._pending.popleft()
-            toks = self.gen.process_decode_output_host(out)
+            (host, events), rows, sampled = self._pending.popleft()
+            toks = host_tokens(self.gen, self.ttnn, host, events)
             for slot, rid in rows:
                 tok = int(toks[slot])
                 sampled[rid] = [tok]

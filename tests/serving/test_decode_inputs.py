@@ -8,6 +8,7 @@ import ttsim
 from fixtures.system import System
 from fixtures.workloads import FaultKnobs
 from model.flags import ARMS
+from model.protocol import read_tokens
 
 
 @pytest.fixture
@@ -21,7 +22,7 @@ def _staged(system, positions, table, **kw):
     gen = system.generator(flags=ARMS["all"])
     tokens = [3] * len(positions)
     gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
-    out = gen.decode_forward(tokens, positions, table, reset_batch=True, **kw)
+    out = gen.decode_forward(tokens, positions, table, reset_batch=True, read_from_device=False, **kw)
     trace = out.trace
     return (ttsim.to_torch(trace.page_table).tolist(), ttsim.to_torch(trace.slots).tolist())
 
@@ -42,8 +43,8 @@ def test_the_page_table_is_restaged_when_a_row_changes(system):
     gen = system.generator(flags=ARMS["no-merge"])
     gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
     for first in (1, 1, 7):
-        out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True)
-        gen.process_decode_output_host(out)
+        out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True, read_from_device=False)
+        read_tokens(gen, ttsim, out)
         assert ttsim.to_torch(out.trace.page_table).tolist() == [_row(system, first)]
 
 

@@ -26,6 +26,7 @@ import ttsim
 from fixtures import scenario
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
+from model.protocol import read_tokens
 
 #: callers whose calls are recorded: the system under test and the fixtures that drive it
 CALLERS = ("model.", "fixtures.")
@@ -161,11 +162,10 @@ def recording(real):
             rows[0, :2], rows[1, :2] = torch.tensor([1, 2]), torch.tensor([3, 4])
             prompts = [list(b"binding proof"), list(b"on a 1x2 mesh, traced")]
             first = gen.prefill_forward(prompts, list(rows), empty_slots=[0, 1])
-            tokens, pos = list(first), [len(p) for p in prompts]
-            for step in range(3):  # traced decode, on-device sampling, async reads
-                out = gen.decode_forward(tokens, pos, rows, reset_batch=step == 0)
-                gen.read_decode_output(out, async_read=True)
-                tokens = gen.process_decode_output_host(out)
+            tokens, pos = first.tolist(), [len(p) for p in prompts]
+            for step in range(3):  # traced decode, on-device sampling, async reads (as the vLLM plugin)
+                out = gen.decode_forward(tokens, pos, rows, reset_batch=step == 0, read_from_device=False)
+                tokens = read_tokens(gen, proxy, out)
                 pos = [p + 1 for p in pos]
             gen.release()
         finally:
