@@ -18,6 +18,9 @@ class MergeRow:
     reason: str
     prefilled: bool = False  # diagnostics: the slot was prefilled since the last decode
     request_id: str | None = None  # the request holding the slot (tagged by the serving runner)
+    # the host's own view, tagged by the serving runner: the slot's request was prefilled and
+    # has not decoded since (what the generator should have recorded; it may not have)
+    host_prefilled: bool = False
 
 
 @dataclass

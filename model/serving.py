@@ -41,6 +41,7 @@ class _ReqState:
     slot: int | None = None
     prefilled: bool = False
     upto: int = 0  # prompt tokens the model has actually prefilled
+    fresh: bool = False  # prefilled, not decoded since: the host's record of the slot's state
     row: tuple | None = None  # (blocks, page-table row) memo of TTRunner._page_row
 
 
@@ -76,6 +77,8 @@ class TTRunner:
     def _tag_merge(self, event) -> None:
         for row in event.rows:
             row.request_id = self.slots[row.slot] if row.slot < len(self.slots) else None
+            st = self.reqs.get(row.request_id) if row.request_id is not None else None
+            row.host_prefilled = st is not None and st.fresh
         if self.on_merge is not None:
             self.on_merge(event)
 
@@ -119,7 +122,7 @@ class TTRunner:
             if rid in c.resumed_req_ids:  # back from preemption: new blocks, full token list
                 st = self.reqs.setdefault(rid, _ReqState(rid, []))
                 st.blocks = list(c.new_block_ids[i][0])
-                st.slot, st.prefilled, st.upto = None, False, 0
+                st.slot, st.prefilled, st.upto, st.fresh = None, False, 0, False
             elif c.new_block_ids[i] is not None:
                 st.blocks.extend(c.new_block_ids[i][0])
             if rid in c.all_token_ids:
@@ -171,7 +174,7 @@ class TTRunner:
             return []
         first = int(firsts[0])
         st.tokens.append(first)
-        st.prefilled = True
+        st.prefilled = st.fresh = True
         return [first]
 
     def _decode(self, rows: list[_ReqState], sampled: dict[str, list[int]]) -> None:
@@ -193,6 +196,7 @@ class TTRunner:
         self._pending.append((read, [(st.slot, st.req_id) for st in rows], sampled))
         for st in rows:
             st.computed += 1
+            st.fresh = False
         return read
 
     def resolve_pending(self, until=None) -> None:

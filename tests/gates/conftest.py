@@ -62,7 +62,7 @@ def sim_servers(tmp_path_factory, model_dirs):
         key = (model, arm)
         if key not in started:
             env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "1",
-                   **(CONTROL_ENV if arm == "control" else TREATMENT_ENV)}
+                   **(CONTROL_ENV if arm == "control" else TREATMENT_ENV), **_user_generator_env()}
             log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
                 started[key] = S.start(model_dirs(model), log, env=env, extra=QUIET)
@@ -73,6 +73,15 @@ def sim_servers(tmp_path_factory, model_dirs):
     yield get
     for s in started.values():
         s.stop()
+
+
+def _user_generator_env() -> dict[str, str]:
+    """--generator: the served worker runs the session's generator too."""
+    from fixtures.settings import generator_env
+    from fixtures.system import user_generator
+
+    user = user_generator()
+    return generator_env(user.spec.text, user.spec.tt_metal) if user is not None else {}
 
 
 def _target(request, endpoint, sim_servers, model: str, arm: str = "treatment") -> gates.GateTarget:

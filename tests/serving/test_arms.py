@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from fixtures import scenario
+from fixtures.sweep.arms import replay_command
 from fixtures.workloads import stage3
 
 pytestmark = pytest.mark.needs_fault_injection
@@ -35,10 +36,14 @@ def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id
     request_id = request_id or next(iter(failed), None)
     assert failed.get(request_id) == defect, (
         f"seed {seed} arm {without_fix}: expected {request_id} to fail with {defect}, got {failed}; "
-        f"replay: bin/ttsim replay --arm {without_fix} --seed {seed}"
+        f"replay: {replay_command(without_fix, seed, 'markov')}"
     )
     good = _run(seed, with_fix)
-    assert request_id not in {v.request_id for v in good.failed}, f"replay: bin/ttsim replay --arm {with_fix} --seed {seed}"
+    still = {v.request_id: v for v in good.failed}
+    assert request_id not in still, (
+        f"seed {seed} arm {with_fix}: {request_id} still fails ({still[request_id].defect}: expected "
+        f"{still[request_id].expected}, got {still[request_id].got}) with the fix on; "
+        f"replay: {replay_command(with_fix, seed, 'markov')}")
 
 
 @pytest.mark.parametrize("seed", [22, 29, 33])

@@ -1,0 +1,131 @@
+"""The user's generator under the suite: the loader, the protocol check, and the proof that a
+regression in a user's generator fails the pinned seeds (tests/generators/qwen36_style.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ttsim
+from fixtures import loader, scenario
+from fixtures.system import System, use_generator, user_generator
+from fixtures.workloads import FaultKnobs, stage3
+from model.generator import Generator
+from model.protocol import GeneratorProtocol, GeneratorProtocolError, METHODS, missing_methods
+
+ROOT = Path(__file__).resolve().parents[2]
+STYLE = ROOT / "tests" / "generators" / "qwen36_style.py"
+
+
+@pytest.fixture
+def clean_loader(monkeypatch):
+    """Loading aliases `ttnn`; put sys.modules and the session's generator back afterwards."""
+    monkeypatch.delitem(sys.modules, "ttnn", raising=False)
+    before = user_generator()
+    yield
+    use_generator(None)
+    if before is not None:
+        use_generator(before.spec)
+    sys.modules.pop("ttnn", None)
+
+
+def test_our_generator_speaks_the_protocol():
+    assert missing_methods(Generator) == []
+    assert METHODS == ("prefill_forward", "decode_forward", "read_decode_output", "process_decode_output_host")
+    system = System(0, FaultKnobs())
+    try:
+        assert isinstance(system.generator(flags=scenario.ARMS["all"]), GeneratorProtocol)
+    finally:
+        system.close()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("no.such.module:X", "no module named 'no.such.module'"),
+    ("nocolon", "must look like MODULE:ATTR"),
+    (":X", "must look like MODULE:ATTR"),
+    (f"{STYLE}:Nope", "has no attribute 'Nope'"),
+    (f"{STYLE}:NotAGenerator", "no method decode_forward, read_decode_output, process_decode_output_host"),
+    ("/no/such/file.py:G", "no file /no/such/file.py"),
+])
+def test_a_bad_generator_is_refused_in_one_line(text, message, clean_loader):
+    with pytest.raises(loader.GeneratorSpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        use_generator(loader.parse(text), ttsim)
+
+
+def test_a_factory_whose_product_lacks_a_method_is_named_when_built(tmp_path, clean_loader):
+    (tmp_path / "half.py").write_text("def make(model, tt, mesh, **kw):\n    return object()\n")
+    use_generator(loader.parse(f"{tmp_path / 'half.py'}:make"), ttsim)
+    system = System(0, FaultKnobs())
+    try:
+        with pytest.raises(GeneratorProtocolError, match="no method prefill_forward"):
+            system.generator(flags=scenario.ARMS["all"])
+    finally:
+        system.close()
+
+
+def test_import_ttnn_in_the_users_module_is_the_backend_in_use(clean_loader):
+    use_generator(loader.parse(f"{STYLE}:Qwen36StyleGenerator"), ttsim)
+    assert sys.modules["ttnn"] is ttsim
+    gen_module = sys.modules["ttsim_user_generator_qwen36_style"]
+    assert gen_module.ttnn is ttsim
+
+
+def test_tt_metal_puts_a_checkout_models_package_first(tmp_path, clean_loader, monkeypatch):
+    pkg = tmp_path / "models" / "demos"
+    pkg.mkdir(parents=True)
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "my_gen.py").write_text("import ttnn\nfrom model.generator import Generator as MyGenerator\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "models", raising=False)
+    user = use_generator(loader.parse("models.demos.my_gen:MyGenerator", str(tmp_path)), ttsim)
+    assert user.factory is Generator and sys.path[0] == str(tmp_path)
+    with pytest.raises(loader.GeneratorSpecError, match="no models/ package there"):
+        loader.parse("models.demos.my_gen:MyGenerator", str(tmp_path / "nowhere"))
+    for name in [m for m in sys.modules if m == "models" or m.startswith("models.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.needs_fault_injection
+def test_a_generator_that_raises_in_decode_names_the_seed_and_leaves_no_device(clean_loader):
+    use_generator(loader.parse(f"{STYLE}:exploding_generator"), ttsim)
+    workload = stage3(0)
+    with pytest.raises(Exception, match=r"raised RuntimeError: device hung in decode .*replay: bin/ttsim replay "
+                                        r"--arm control --seed 0 --generator "):
+        scenario.run_scenario(workload, "control", 0, expected=scenario.serial_answers(workload, 0))
+    assert not ttsim.api.open_devices()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fixtures.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_bin_ttsim_arms_refuses_a_missing_generator_module_in_one_line():
+    p = _cli("arms", "--seeds", "1", "--generator", "no.such.module:X")
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines() == ["ttsim: error: --generator: no module named 'no.such.module'"]
+
+
+def _inner_pytest(generator: str, *select: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                           "-rf", *select, "--generator", generator], cwd=ROOT, capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.mark.needs_fault_injection
+def test_the_pinned_seeds_catch_a_regression_in_the_users_generator():
+    """The second generator passes the pinned-seed tests through --generator; with its
+    prefilled-slot recording deleted (patch 0019 regressed), the treatment arm's pinned
+    slot-reuse seeds fail, naming the request."""
+    select = ("tests/serving/test_arms.py::test_defect_emerges_without_its_fix_and_not_with_it",)
+    good = _inner_pytest(f"{STYLE}:Qwen36StyleGenerator", *select)
+    assert good.returncode == 0, good.stdout[-3000:]
+    bad = _inner_pytest(f"{STYLE}:RegressedQwen36StyleGenerator", *select)
+    assert bad.returncode == 1, bad.stdout[-3000:]
+    failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
+    assert failed == [f"{select[0]}[slot-reuse-seed29]", f"{select[0]}[slot-reuse-seed33]"], bad.stdout[-3000:]
+    assert "req-19 still fails (slot-reuse" in bad.stdout and "--generator" in bad.stdout
