@@ -145,15 +145,21 @@ def test_peaked_gate_sees_a_model_level_streaming_mutant(ttnn, mesh_device, monk
     record_property(f"pcc peaked mutant {mutant}", _fails_gate(want, got))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mesh_device", [2], indirect=True)
-def test_prefill_32k_tp2_matches_reference(ttnn, mesh_device, record_property):
+@functools.lru_cache(maxsize=1)
+def _reference_32k():
     n = 32768
     cfg = _long_config(n, 2048)
     toks = prompt(n, offset=17)
-    got = _prefill(ttnn, mesh_device, cfg, toks, True)
-    _check("32k streaming TP=2 vs reference", reference_last_logits(cfg, weights_for(cfg), toks), got,
-           record=record_property)
+    return cfg, toks, reference_last_logits(cfg, weights_for(cfg), toks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "legacy"])
+@pytest.mark.parametrize("mesh_device", [2], indirect=True)
+def test_prefill_32k_tp2_matches_reference(ttnn, mesh_device, streaming, record_property):
+    cfg, toks, want = _reference_32k()
+    got = _prefill(ttnn, mesh_device, cfg, toks, streaming)
+    _check(f"32k {'streaming' if streaming else 'legacy'} TP=2 vs reference", want, got, record=record_property)
 
 
 @pytest.mark.hardware_only
