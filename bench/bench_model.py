@@ -89,15 +89,48 @@ class Bench:
         devices.close(self.ttnn, self.opened)
 
 
+class _DevicePeak:
+    """ttsim only: the most DRAM one chip holds live at once above what it held at the start
+    (its allocator's high-water mark), the device-side measure. ttsim's host memory also keeps
+    what freed buffers last held (an uninitialized read returns it), so host RSS can grow
+    where live device memory does not."""
+
+    def __init__(self, chips):
+        from ttsim import memory
+
+        self.peak, self._region, self._orig = 0, memory.Region, memory.Region.allocate
+        base = {id(c.dram): c.dram.allocated_bytes for c in chips}
+
+        def allocate(region, nbytes, what, top_down=False):
+            addr = self._orig(region, nbytes, what, top_down)
+            if id(region) in base:
+                self.peak = max(self.peak, region.allocated_bytes - base[id(region)])
+            return addr
+
+        memory.Region.allocate = allocate
+
+    def close(self) -> None:
+        self._region.allocate = self._orig
+
+
 def child_peak(name: str, n: int, tp: int, chunk: int, hil: bool) -> dict:
-    """In this (child) process: the peak resident bytes one prefill of ``name`` adds."""
+    """In this (child) process: the peak resident bytes one prefill of ``name`` adds (and on
+    ttsim the peak live DRAM of one chip above what it held before the prefill)."""
     b = Bench(backend(hil), n, tp, chunk)
     try:
         b.models[name].prefill(b.toks[:chunk], slot=0, page_table_row=b.row)  # lazy inits out of the way
-        got = record.peak_rss(lambda: b.prefill(name))
+        dev = None if hil else _DevicePeak(b.opened.mesh.chips)  # above weights, caches, tables
+        try:
+            got = record.peak_rss(lambda: b.prefill(name))
+        finally:
+            if dev is not None:
+                dev.close()
     finally:
         b.close()
-    return {"peak_bytes": got["peak_bytes"], "method": got["method"]}
+    out = {"peak_bytes": got["peak_bytes"], "method": got["method"]}
+    if dev is not None:
+        out["device_peak_bytes"] = dev.peak
+    return out
 
 
 def measure_peak(name: str, n: int, tp: int, chunk: int, hil: bool, threads: int) -> dict:
@@ -125,6 +158,8 @@ def bench_case(ttnn, n: int, tp: int, chunk: int, repeats: int, warmup: int, mem
         for name in PATHS:
             peak = measure_peak(name, n, tp, chunk, hil, threads)
             case[f"{name}_peak_mib"] = round(peak["peak_bytes"] / 2**20, 1)
+            if "device_peak_bytes" in peak:
+                case[f"{name}_device_peak_mib"] = round(peak["device_peak_bytes"] / 2**20, 1)
             case["peak_method"] = peak["method"]
     return case
 
@@ -159,8 +194,11 @@ def main(argv=None) -> int:
         c = bench_case(ttnn, n, args.tp, args.chunk, args.repeats, args.warmup, not args.no_memory, args.hil,
                        args.threads)
         cases.append(c)
-        mem = "" if args.no_memory else (f"   peak MiB streaming {c['streaming_peak_mib']:8.1f}  "
-                                         f"legacy {c['legacy_peak_mib']:8.1f}")
+        mem = "" if args.no_memory else (f"   peak host MiB streaming {c['streaming_peak_mib']:7.1f} "
+                                         f"legacy {c['legacy_peak_mib']:7.1f}")
+        if "streaming_device_peak_mib" in c:
+            mem += (f"   live DRAM MiB streaming {c['streaming_device_peak_mib']:6.1f} "
+                    f"legacy {c['legacy_device_peak_mib']:6.1f}")
         print(f"{n:6d} tok  tp={args.tp}  streaming {c['streaming_s']:7.2f} s  legacy {c['legacy_s']:7.2f} s  "
               f"ratio {c['ratio_streaming_over_legacy']:.3f}{mem}", flush=True)
     rec = {"backend": "hil" if args.hil else "ttsim", "config": "TINY", "cases": cases, "repeats": args.repeats,

@@ -68,17 +68,17 @@ def _peaked_weights(cfg):
     return w
 
 
-@functools.lru_cache(maxsize=1)
-def _peaked_case():
+@functools.lru_cache(maxsize=2)
+def _peaked_case(num_layers: int = TINY.num_layers):
     n = 2048
-    cfg = _long_config(n, 512)
+    cfg = dataclasses.replace(_long_config(n, 512), num_layers=num_layers)
     w = _peaked_weights(cfg)
     toks = prompt(n)
     return cfg, w, toks, reference_last_logits(cfg, w, toks)
 
 
-def _peaked_prefill(ttnn, mesh_device, streaming: bool):
-    cfg, w, toks, want = _peaked_case()
+def _peaked_prefill(ttnn, mesh_device, streaming: bool, num_layers: int = TINY.num_layers):
+    cfg, w, toks, want = _peaked_case(num_layers)
     model = Qwen36Model(ttnn, mesh_device, cfg, w, max_slots=1, num_blocks=cfg.max_pages, sdpa_streaming=streaming)
     return want, model.prefill(toks, slot=0, page_table_row=torch.arange(cfg.max_pages, dtype=torch.int32))
 
@@ -90,6 +90,27 @@ def test_peaked_attention_gate_passes_both_paths(ttnn, mesh_device, streaming, r
     (2048 tokens in 4 chunks of 512, SDPA chunks of 256)."""
     want, got = _peaked_prefill(ttnn, mesh_device, streaming)
     _check(f"peaked {'streaming' if streaming else 'legacy'} vs reference", want, got, record=record_property)
+
+
+@pytest.mark.parametrize("mesh_device", [1], indirect=True)
+def test_peaked_gate_with_two_attention_layers_sees_every_row(ttnn, mesh_device, record_property):
+    """TINY's one attention layer is its last, so the last token's logits read only the last
+    attention row: a mask that shows a row its next key, or any other damage to earlier rows,
+    is invisible there. With 8 layers (attention at 3 and 7) layer 7 reads every row of layer 3:
+    both paths meet the gate and agree with each other to 0.9999 (measured 0.99998; with the
+    legacy mask one key too wide: 0.99275 vs the reference, 0.99400 between the paths)."""
+    want, streaming = _peaked_prefill(ttnn, mesh_device, True, num_layers=8)
+    _, legacy = _peaked_prefill(ttnn, mesh_device, False, num_layers=8)
+    _check("peaked 8 layers streaming vs reference", want, streaming, record=record_property)
+    _check("peaked 8 layers legacy vs reference", want, legacy, record=record_property)
+    _check("peaked 8 layers streaming vs legacy", legacy, streaming, 0.9999, record=record_property)
+    # a continuation at 1024 (legacy: the first half's K/V read back from the pages) is the one-shot
+    cfg, w, toks, _ = _peaked_case(8)
+    model = Qwen36Model(ttnn, mesh_device, cfg, w, max_slots=1, num_blocks=cfg.max_pages, sdpa_streaming=False)
+    row = torch.arange(cfg.max_pages, dtype=torch.int32)
+    model.prefill(toks[:1024], slot=0, page_table_row=row)
+    continued = model.prefill(toks[1024:], slot=0, page_table_row=row, start_pos=1024)
+    _check("peaked 8 layers legacy continued vs one-shot", legacy, continued, 0.9999, record=record_property)
 
 
 def _fails_gate(want, got) -> float:

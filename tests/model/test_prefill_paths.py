@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 
 import pytest
+import torch
 
 from model import settings
 from model.config import TINY
@@ -128,3 +129,48 @@ def test_settings_read_only_the_streaming_variable():
 def test_a_non_bool_choice_is_refused_naming_it(ttnn, mesh_device):
     with pytest.raises(ValueError, match=r"sdpa_streaming must be a bool or None, got '1'"):
         build(ttnn, mesh_device, TINY, sdpa_streaming="1")
+
+
+class _MaskSeen:
+    """Hands the model its ttnn module, keeping each mask legacy's full SDPA is given (chip 0)."""
+
+    def __init__(self, ttnn, masks: list):
+        self._ttnn = ttnn
+        full = ttnn.transformer.scaled_dot_product_attention
+
+        def sdpa(q, k, v, **kw):
+            assert kw.get("is_causal") is False, "legacy SDPA must not use is_causal (top-left diagonal)"
+            mask = ttnn.to_torch(ttnn.get_device_tensors(kw["attn_mask"])[0]).float()
+            masks.append((int(q.shape[2]), int(k.shape[2]), mask))
+            return full(q, k, v, **kw)
+
+        self.transformer = _Namespace(ttnn.transformer, scaled_dot_product_attention=sdpa)
+
+    def __getattr__(self, name):
+        return getattr(self._ttnn, name)
+
+
+class _Namespace:
+    def __init__(self, mod, **override):
+        self._mod, self._override = mod, override
+
+    def __getattr__(self, name):
+        return self._override[name] if name in self._override else getattr(self._mod, name)
+
+
+@pytest.mark.parametrize("mesh_device", [1], indirect=True)
+def test_legacy_masks_show_each_query_its_keys_up_to_its_own_position(ttnn, mesh_device):
+    """Every chunk's mask is [1, 1, t, start + t]: query row r (position start + r) sees keys
+    0 .. start + r (0) and no later key (-inf), for full and ragged chunks and a continuation."""
+    masks: list = []
+    model = build(ttnn, mesh_device, TINY, sdpa_streaming=False)
+    model.ttnn = _MaskSeen(ttnn, masks)
+    toks = prompt(300)
+    model.prefill(toks, slot=0, page_table_row=pages(TINY, 0))
+    model.prefill(toks[128:], slot=1, page_table_row=pages(TINY, 1), start_pos=128)
+    assert [(t, s) for t, s, _ in masks] == [(128, 128), (128, 256), (44, 300), (128, 256), (44, 172 + 128)]
+    for t, s, mask in masks:
+        start = s - t
+        assert tuple(mask.shape) == (1, 1, t, s)
+        visible = torch.arange(s)[None, :] <= (start + torch.arange(t))[:, None]
+        assert torch.equal(mask[0, 0] == 0, visible) and bool(torch.isneginf(mask[0, 0][~visible]).all())

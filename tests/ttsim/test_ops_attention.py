@@ -83,6 +83,37 @@ def test_each_prefill_op_runs_its_one_kernel(device, paged, monkeypatch):
     monkeypatch.setattr(K, "sdpa_streaming", streaming)
 
 
+def test_chunked_sdpa_never_builds_more_than_a_k_chunk_of_scores_and_full_sdpa_does(device, monkeypatch):
+    """What makes streaming O(chunk): the chunked op's score blocks are at most k_chunk_size keys
+    wide; the full op's span every key of the query chunk's rows (it materialises them)."""
+    widths: list = []
+    bmm = torch.bmm
+
+    def noted(a, b, **kw):
+        out = bmm(a, b, **kw)
+        if b.shape[-2] == D:  # q @ k^T (for p @ v that dim is the keys: 32 or 512 here)
+            widths.append(int(out.shape[-1]))
+        return out
+
+    g = torch.Generator().manual_seed(6)
+    nb, s = 16, 512
+    k = _tile(torch.randn(nb, NKV, BS, D, generator=g), device)
+    q = _tile(torch.randn(1, 4, 64, D, generator=g), device)
+    table = _ints([list(range(nb))], device)
+    cfg = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(13, 10), q_chunk_size=64,
+                                  k_chunk_size=32)
+    monkeypatch.setattr(torch, "bmm", noted)
+    ttsim.to_torch(ttsim.transformer.chunked_scaled_dot_product_attention(q, k, k, table, s - 64,
+                                                                          program_config=cfg))
+    chunked, widths[:] = list(widths), []
+    kf = _tile(torch.randn(1, NKV, s, D, generator=g), device)
+    mask = _tile(torch.zeros(1, 1, 64, s), device)
+    ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(q, kf, kf, attn_mask=mask, is_causal=False,
+                                                                  program_config=cfg))
+    assert chunked and max(chunked) == 32 and len(chunked) == s // 32, chunked
+    assert widths == [s], widths
+
+
 def test_ttsim_reads_no_model_setting(device, paged, monkeypatch, caplog):
     """QWEN36_SDPA_STREAMING is the model's switch (model.settings): the device's ops give the same
     bytes whatever it holds and log no banner; no ttsim source names it."""
