@@ -19,7 +19,14 @@ Layout conventions (per chip; ``_c`` = this chip's share under TP):
   Chunked prefill writes K/V with ``paged_fill_cache`` through the page-table row
   sliced at the chunk's first page (``start % block_size == 0`` always holds since
   ``prefill_chunk`` is a multiple of ``block_size``), so a chunk at an offset fills its
-  own pages from their slot 0.
+  own pages from their slot 0. Both prefill paths fill the cache (decode reads it).
+* Prefill attention, two paths (``sdpa_streaming``, production's ``QWEN36_SDPA_STREAMING``;
+  see :mod:`model.settings`): streaming runs ``chunked_scaled_dot_product_attention`` at
+  ``chunk_start_idx = start`` against the paged cache, so earlier chunks are read from
+  their pages and never materialised (host memory O(chunk)); legacy materialises the
+  earlier K/V (carried from the previous chunk of the same call, or read back from the
+  pages for a continuation) and runs the full ``scaled_dot_product_attention`` with an
+  explicit additive causal-offset mask ``[1, 1, t, start + t]`` (O(context)).
 * GDN per-slot state: conv pool ``[1, 1, max_slots, (K-1) * conv_channels_c]`` (bf16,
   the last K-1 conv inputs, oldest first) and recurrent pool
   ``[max_slots, Hv_c, Dk, Dv]`` fp32. Decode gathers/scatters the conv state with a
@@ -34,9 +41,14 @@ Layout conventions (per chip; ``_c`` = this chip's share under TP):
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
+from . import settings
 from .config import ModelConfig
+
+log = logging.getLogger("model.qwen36")
 
 #: Batch rows a decode call may have (one tile of rows).
 MAX_DECODE_ROWS = 32
@@ -63,7 +75,9 @@ class _Scope:
 
 class Qwen36Model:
     def __init__(self, ttnn, mesh_device, config: ModelConfig, weights: dict, *, max_slots: int = 8,
-                 num_blocks: int, dtype=None):
+                 num_blocks: int, dtype=None, sdpa_streaming: bool | None = None):
+        """``sdpa_streaming``: the prefill attention path (None: read once from the
+        environment, :func:`model.settings.sdpa_streaming`)."""
         self.ttnn = ttnn
         self.mesh_device = mesh_device
         self.config = config
@@ -75,6 +89,13 @@ class Qwen36Model:
         missing = [k for k in _expected_weight_names(config) if k not in weights]
         if missing:
             raise ValueError(f"Qwen36Model: weights is missing {len(missing)} tensors, e.g. {missing[:3]}")
+        if sdpa_streaming is None:
+            sdpa_streaming = settings.sdpa_streaming()
+        if not isinstance(sdpa_streaming, bool):
+            raise ValueError(f"Qwen36Model: sdpa_streaming must be a bool or None, got {sdpa_streaming!r}")
+        self.sdpa_streaming = sdpa_streaming
+        if sdpa_streaming:  # production's readiness probe looks for this line in the server log
+            log.warning(settings.STREAMING_BANNER)
         self.max_slots = max_slots
         self.num_blocks = num_blocks
         self.dtype = ttnn.bfloat16 if dtype is None else dtype
@@ -342,13 +363,20 @@ class Qwen36Model:
                              f"[0, {self.num_blocks}), got {used.tolist()}")
         pt_row = page_table_row.to(torch.int32)
         pt_full = self._rep(pt_row.reshape(1, -1), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT)
+        # legacy: each attention layer's K/V of positions start_pos.. so far, carried chunk to chunk
+        past = None if self.sdpa_streaming else {}
         logits = None
-        for cs in range(0, len(toks), c.prefill_chunk):
-            chunk = toks[cs:cs + c.prefill_chunk]
-            last = cs + c.prefill_chunk >= len(toks)
-            logits = self._prefill_chunk(chunk, slot, pt_row, pt_full, start_pos + cs, fresh=(start_pos + cs == 0),
-                                         want_logits=last)
-        ttnn.deallocate(pt_full)
+        try:
+            for cs in range(0, len(toks), c.prefill_chunk):
+                chunk = toks[cs:cs + c.prefill_chunk]
+                last = cs + c.prefill_chunk >= len(toks)
+                logits = self._prefill_chunk(chunk, slot, pt_row, pt_full, start_pos + cs,
+                                             fresh=(start_pos + cs == 0), want_logits=last, past=past)
+        finally:
+            for kv in (past or {}).values():
+                for t in kv:
+                    ttnn.deallocate(t)
+            ttnn.deallocate(pt_full)
         return logits
 
     def _check_tokens(self, tokens) -> list[int]:
@@ -368,7 +396,7 @@ class Qwen36Model:
             raise ValueError(f"tokens: id {bad[0]} is outside the vocab [0, {self.config.vocab_size})")
         return toks
 
-    def _prefill_chunk(self, chunk, slot, pt_row, pt_full, start, *, fresh, want_logits):
+    def _prefill_chunk(self, chunk, slot, pt_row, pt_full, start, *, fresh, want_logits, past):
         ttnn, c = self.ttnn, self.config
         t = len(chunk)
         s = _Scope(ttnn)
@@ -377,8 +405,9 @@ class Qwen36Model:
                           ttnn.ROW_MAJOR_LAYOUT))
         cos = s(ttnn.reshape(s(ttnn.embedding(pos, self.cos_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
         sin = s(ttnn.reshape(s(ttnn.embedding(pos, self.sin_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
-        first_page = start // c.block_size
-        pt_chunk = s(self._rep(pt_row[first_page:].reshape(1, -1).contiguous(), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT))
+        pt_chunk = s(self._rep(self._chunk_pages(pt_row, start).reshape(1, -1).contiguous(), ttnn.int32,
+                               ttnn.ROW_MAJOR_LAYOUT))
+        mask = None if past is None else self._causal_offset_mask(s, start, t)
         e_conv = s(self._rep(self._onehot_host(slot, (1, 1, self.max_slots, 1)), ttnn.float32))
         e_state = s(self._rep(self._onehot_host(slot, (self.max_slots, 1, 1, 1)), ttnn.float32))
         keep_conv = s(ttnn.neg(s(ttnn.subtract(e_conv, 1.0))))
@@ -387,7 +416,8 @@ class Qwen36Model:
         x = s(ttnn.reshape(x, [1, 1, t, c.hidden_size]))
         for i, L in enumerate(self.layers):
             if L["attn"]:
-                mixer = lambda h, i=i: self._attn_prefill(s, i, h, t, cos, sin, pt_chunk, pt_full, start)  # noqa: E731
+                mixer = lambda h, i=i: self._attn_prefill(s, i, h, t, cos, sin, pt_chunk, pt_full, start,  # noqa: E731
+                                                          pt_row, past, mask)
             else:
                 mixer = lambda h, i=i: self._gdn_prefill(s, i, h, t, slot, fresh, e_conv, keep_conv,  # noqa: E731
                                                          e_state, keep_state)
@@ -398,7 +428,7 @@ class Qwen36Model:
             lg = s(ttnn.linear(self._norm(s, xl, self.final_norm), self.lm_head))
             out = ttnn.to_torch(ttnn.get_device_tensors(lg)[0]).float().reshape(c.vocab_size)
         if self.free_intermediates:
-            s.free()
+            s.free(keep=[t for kv in (past or {}).values() for t in kv])  # the carried K/V outlives the chunk
         return out
 
     def _split_heads(self, s, proj, t, nh, width, lo, d):
@@ -416,7 +446,7 @@ class Qwen36Model:
         x = s(ttnn.reshape(s(ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT)), [1, t, nh, d]))
         return s(ttnn.to_layout(s(ttnn.permute(x, [0, 2, 1, 3])), ttnn.TILE_LAYOUT))
 
-    def _attn_prefill(self, s, i, h, t, cos, sin, pt_chunk, pt_full, start):
+    def _attn_prefill(self, s, i, h, t, cos, sin, pt_chunk, pt_full, start, pt_row, past, mask):
         ttnn, c, L = self.ttnn, self.config, self.layers[i]
         d = c.head_dim
         qg = s(ttnn.linear(h, L["wq"]))
@@ -429,13 +459,69 @@ class Qwen36Model:
         v = self._to_head_major(s, v, t, self.nkv_c, d)
         ttnn.experimental.paged_fill_cache(self.k_cache[i], k, pt_chunk, batch_idx=0)
         ttnn.experimental.paged_fill_cache(self.v_cache[i], v, pt_chunk, batch_idx=0)
-        o = s(ttnn.transformer.chunked_scaled_dot_product_attention(
-            q, self.k_cache[i], self.v_cache[i], pt_full, start, scale=d ** -0.5, program_config=self.sdpa_cfg))
+        if past is None:  # streaming: earlier chunks are read from their pages by the kernel
+            o = s(ttnn.transformer.chunked_scaled_dot_product_attention(
+                q, self.k_cache[i], self.v_cache[i], pt_full, start, scale=d ** -0.5, program_config=self.sdpa_cfg))
+        else:
+            keys, values = self._legacy_kv(s, i, k, v, pt_row, start, past)
+            o = s(ttnn.transformer.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, is_causal=False, scale=d ** -0.5, program_config=self.sdpa_cfg))
         o = s(ttnn.permute(s(ttnn.to_layout(o, ttnn.ROW_MAJOR_LAYOUT)), [0, 2, 1, 3]))  # [1, t, nh_c, d]
         o = s(ttnn.to_layout(s(ttnn.reshape(o, [1, 1, t * self.nh_c, d])), ttnn.TILE_LAYOUT))
         o = s(ttnn.multiply(o, s(ttnn.sigmoid(gate))))
         o = s(ttnn.reshape(o, [1, 1, t, self.nh_c * d]))
         return self._reduce(s, s(ttnn.linear(o, L["wo"])))
+
+    def _chunk_pages(self, pt_row: torch.Tensor, start: int) -> torch.Tensor:
+        """The page-table row from the chunk's first page: paged_fill_cache writes position 0 of
+        its input to the first page it is given."""
+        return pt_row[start // self.config.block_size:]
+
+    def _causal_offset_mask(self, s, start, t):
+        """Additive ``[1, 1, t, start + t]``: query row r (position start + r) sees keys <= start + r.
+        Built explicitly because SDPA's ``is_causal`` aligns the diagonal at key 0, wrong past chunk 0."""
+        pos = torch.arange(start, start + t).reshape(t, 1)
+        blocked = torch.arange(start + t).reshape(1, start + t) > pos
+        m = torch.zeros(t, start + t).masked_fill_(blocked, float("-inf"))
+        return s(self._rep(m.reshape(1, 1, t, start + t), self.act_dtype))
+
+    def _legacy_kv(self, s, i, k, v, pt_row, start, past):
+        """K/V of positions 0 .. start + t - 1, materialised as ``[1, nkv_c, start + t, d]``; carried in
+        ``past`` for the next chunk. A continuation's first chunk reads the earlier ones from the pages."""
+        ttnn = self.ttnn
+        if start == 0:
+            keys, values = k, v
+        else:
+            if i not in past:
+                past[i] = (self._read_pages(s, self.k_cache[i], pt_row, start),
+                           self._read_pages(s, self.v_cache[i], pt_row, start))
+            pk, pv = past[i]
+            keys, values = ttnn.concat([pk, k], dim=2), ttnn.concat([pv, v], dim=2)
+            owned = {id(x) for x in s.items}
+            for old in (pk, pv):
+                if id(old) not in owned:  # carried from the previous chunk: no scope owns it any more
+                    ttnn.deallocate(old)
+        past[i] = (keys, values)
+        return keys, values
+
+    def _read_pages(self, s, cache, pt_row, n):
+        """Positions 0 .. n-1 (n a multiple of block_size) of one paged cache as ``[1, nkv_c, n, d]``:
+        one slice per run of consecutive block ids, then blocks laid end to end."""
+        ttnn, c = self.ttnn, self.config
+        bs, d = c.block_size, c.head_dim
+        blocks = [int(b) for b in pt_row[:n // bs]]
+        runs = []  # [first block, count]
+        for b in blocks:
+            if runs and runs[-1][0] + runs[-1][1] == b:
+                runs[-1][1] += 1
+            else:
+                runs.append([b, 1])
+        parts = []
+        for b, cnt in runs:
+            blk = s(ttnn.slice(cache, [b, 0, 0, 0], [b + cnt, self.nkv_c, bs, d]))  # [cnt, nkv_c, bs, d]
+            blk = s(ttnn.permute(blk, [1, 0, 2, 3]))
+            parts.append(s(ttnn.reshape(blk, [1, self.nkv_c, cnt * bs, d])))
+        return parts[0] if len(parts) == 1 else s(ttnn.concat(parts, dim=2))
 
     def _gdn_prefill(self, s, i, h, t, slot, fresh, e_conv, keep_conv, e_state, keep_state):
         ttnn, c, L = self.ttnn, self.config, self.layers[i]

@@ -53,7 +53,8 @@ def model_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sim_servers(tmp_path_factory, model_dirs):
     """Start-once sim servers by (model, arm); "treatment" = every fix on (TREATMENT_ENV),
-    "control" = production's fixes off. Reaped at session end."""
+    "control" = production's fixes off, "legacy" = the treatment with QWEN36_SDPA_STREAMING=0
+    (the model's legacy prefill: no banner). Reaped at session end."""
     from fixtures.vllm import server as S
 
     started: dict[tuple[str, str], S.Server] = {}
@@ -61,7 +62,7 @@ def sim_servers(tmp_path_factory, model_dirs):
     def get(model: str, arm: str = "treatment") -> S.Server:
         key = (model, arm)
         if key not in started:
-            env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "1",
+            env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "0" if arm == "legacy" else "1",
                    **(CONTROL_ENV if arm == "control" else TREATMENT_ENV), **_user_generator_env()}
             log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
@@ -94,8 +95,8 @@ def _target(request, endpoint, sim_servers, model: str, arm: str = "treatment") 
 
 @pytest.fixture(scope="session")
 def target(endpoint, sim_servers, request) -> gates.GateTarget:
-    """Readiness and stage 2: the TINY Qwen3.6-style hybrid (its chunked-prefill SDPA kernel
-    logs the streaming banner), or the endpoint."""
+    """Readiness and stage 2: the TINY Qwen3.6-style hybrid (the model logs the streaming banner
+    when it is built with QWEN36_SDPA_STREAMING=1), or the endpoint."""
     return _target(request, endpoint, sim_servers, "tiny")
 
 

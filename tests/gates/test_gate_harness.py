@@ -35,11 +35,12 @@ class _Fake(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = json.dumps({"object": "list", "data": [{"id": "fake", "object": "model", "created": 0,
                                                         "owned_by": "t"}]}).encode()
+        body = body if self.path.endswith("/models") else b""  # /health: an empty 200
         self.send_response(200)
         self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
+        self.send_header("content-length", str(len(body)))  # of what is sent: httpx refuses a short body
         self.end_headers()
-        self.wfile.write(body if self.path.endswith("/models") else b"")
+        self.wfile.write(body)
 
     def do_POST(self):
         self.rfile.read(int(self.headers["content-length"]))

@@ -35,28 +35,36 @@ def test_rms_norm_pcc(ttnn, device, record_property):
     _gate(record_property, "rms_norm", want, ttnn.to_torch(out), 0.999)
 
 
-@pytest.mark.parametrize("streaming", ["1", "0"], ids=["streaming", "legacy"])
-def test_chunked_sdpa_with_an_offset_pcc(ttnn, device, monkeypatch, streaming, record_property):
-    """Paged chunked prefill attention at chunk_start 64 (causal with an offset), the production gate."""
-    monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
+@pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "legacy"])
+def test_chunked_sdpa_with_an_offset_pcc(ttnn, device, streaming, record_property):
+    """Prefill attention of a chunk at position 64 (causal with an offset), the production gate, by
+    either of the model's two ops: streaming = chunked SDPA reading K/V through the page table;
+    legacy = full SDPA over the materialised K/V with an explicit additive causal-offset mask."""
     g = torch.Generator().manual_seed(2)
     k, v = torch.randn(NB, NKV, BS, D, generator=g), torch.randn(NB, NKV, BS, D, generator=g)
     table = torch.randperm(NB, generator=g).reshape(2, 4).int()
     q = torch.randn(2, 4, 64, D, generator=g)
     cfg = ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(13, 10), q_chunk_size=32,
                                  k_chunk_size=32)
-    tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=device)
-    out = ttnn.transformer.chunked_scaled_dot_product_attention(
-        _tile(ttnn, q, device), _tile(ttnn, k, device), _tile(ttnn, v, device), tt_table, 64, program_config=cfg)
     start, sq = 64, 64
+    keys = torch.stack([torch.cat([k[table[r, p]] for p in range(4)], dim=1)[:, :start + sq] for r in range(2)])
+    vals = torch.stack([torch.cat([v[table[r, p]] for p in range(4)], dim=1)[:, :start + sq] for r in range(2)])
+    hidden = torch.arange(start + sq)[None, :] > (start + torch.arange(sq))[:, None]  # key after the query
+    if streaming:
+        tt_table = ttnn.from_torch(table, dtype=ttnn.int32, device=device)
+        out = ttnn.transformer.chunked_scaled_dot_product_attention(
+            _tile(ttnn, q, device), _tile(ttnn, k, device), _tile(ttnn, v, device), tt_table, start,
+            program_config=cfg)
+    else:
+        mask = torch.zeros(1, 1, sq, start + sq).masked_fill(hidden, float("-inf"))
+        out = ttnn.transformer.scaled_dot_product_attention(
+            _tile(ttnn, q, device), _tile(ttnn, keys, device), _tile(ttnn, vals, device),
+            attn_mask=_tile(ttnn, mask, device), is_causal=False, program_config=cfg)
     want = torch.empty(2, 4, sq, D, dtype=torch.float64)
     for r in range(2):
-        keys = torch.cat([k[table[r, p]] for p in range(4)], dim=1)[:, :start + sq].double().repeat_interleave(2, 0)
-        vals = torch.cat([v[table[r, p]] for p in range(4)], dim=1)[:, :start + sq].double().repeat_interleave(2, 0)
-        s = q[r].double() @ keys.transpose(-1, -2) / D**0.5
-        mask = torch.arange(start + sq)[None, :] > (start + torch.arange(sq))[:, None]
-        want[r] = torch.softmax(s.masked_fill(mask, float("-inf")), -1) @ vals
-    _gate(record_property, f"chunked sdpa {streaming}", want, ttnn.to_torch(out), 0.9994)
+        s = q[r].double() @ keys[r].double().repeat_interleave(2, 0).transpose(-1, -2) / D**0.5
+        want[r] = torch.softmax(s.masked_fill(hidden, float("-inf")), -1) @ vals[r].double().repeat_interleave(2, 0)
+    _gate(record_property, f"prefill sdpa {'streaming' if streaming else 'legacy'}", want, ttnn.to_torch(out), 0.9994)
 
 
 @pytest.mark.parametrize("mesh_device", [2], indirect=True)

@@ -27,6 +27,8 @@ from fixtures import scenario
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.protocol import read_tokens
+from model.qwen36 import Qwen36Model
+from model.weights import generate_weights
 
 #: callers whose calls are recorded: the system under test and the fixtures that drive it
 CALLERS = ("model.", "fixtures.")
@@ -168,6 +170,17 @@ def recording(real):
                 tokens = read_tokens(gen, proxy, out)
                 pos = [p + 1 for p in pos]
             gen.release()
+            # both prefill paths of the model on the same mesh (the system's model took the
+            # environment's choice): chunks at an offset, and a continuation from the pages
+            weights = generate_weights(system.config, 0)
+            for streaming in (True, False):
+                model = Qwen36Model(proxy, system.mesh, system.config, weights, max_slots=2,
+                                    num_blocks=2 * system.max_pages, sdpa_streaming=streaming)
+                row = torch.arange(system.max_pages, dtype=torch.int32)
+                toks = list(b"both prefill paths, " * 10)  # 200 tokens: two chunks
+                model.prefill(toks, slot=0, page_table_row=row)
+                model.prefill(toks[:128], slot=1, page_table_row=row + system.max_pages)
+                model.prefill(toks[128:], slot=1, page_table_row=row + system.max_pages, start_pos=128)
         finally:
             system.close()
         # the serving path: vLLM's scheduler, stable slots, bucketed traces, the merge (answers are
@@ -188,6 +201,7 @@ def test_every_call_of_the_model_generator_and_serving_path_binds_to_real_ttnn(r
     for want in ("ttnn.set_fabric_config", "ttnn.open_mesh_device", "ttnn.begin_trace_capture",
                  "ttnn.end_trace_capture", "ttnn.execute_trace", "ttnn.all_reduce", "ttnn.record_event",
                  "ttnn.transformer.chunked_scaled_dot_product_attention",
+                 "ttnn.transformer.scaled_dot_product_attention", "ttnn.experimental.paged_fill_cache",
                  "ttnn.transformer.paged_scaled_dot_product_attention_decode", "ttnn.copy_device_to_host_tensor",
                  "ttnn.Shape", "ttnn.ShardTensorToMesh", "ttnn.MeshDevice.get_num_devices"):
         assert want in names, f"the recording run never called {want}"

@@ -1,6 +1,7 @@
 """ttnn.transformer / ttnn.experimental attention ops on the device: selection, skips, errors."""
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,9 +43,7 @@ def _reference(q, k, v, table, start):
     return out
 
 
-@pytest.mark.parametrize("streaming", ["1", "0"])
-def test_chunked_sdpa_matches_float64_with_an_offset(device, paged, monkeypatch, streaming):
-    monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
+def test_chunked_sdpa_matches_float64_with_an_offset(device, paged):
     k, v, table, tk, tv, tt = paged
     q = torch.randn(2, 4, 64, D, generator=torch.Generator().manual_seed(1))
     cfg = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(13, 10), q_chunk_size=32,
@@ -56,14 +55,80 @@ def test_chunked_sdpa_matches_float64_with_an_offset(device, paged, monkeypatch,
     assert ok, pcc
 
 
-def test_streaming_banner_is_logged(device, paged, monkeypatch, caplog):
-    import ttsim.ops.attention as A
+def test_each_prefill_op_runs_its_one_kernel(device, paged, monkeypatch):
+    """Chunked SDPA is the online softmax, full SDPA the materialised one, as on a card; the
+    other kernel is never reached (each is made to fail in turn)."""
+    from ttsim.kernels import attention as K
 
-    monkeypatch.setenv("QWEN36_SDPA_STREAMING", "1")
-    monkeypatch.setattr(A, "_banner_logged", False)
-    with caplog.at_level(logging.WARNING, logger="ttsim"):
-        assert A.streaming_selected()
-    assert "QWEN36_SDPA_STREAMING engaged" in caplog.text
+    _, _, _, tk, tv, tt = paged
+    q = _tile(torch.randn(2, 4, 64, D, generator=torch.Generator().manual_seed(3)), device)
+    qf = _tile(torch.randn(1, 4, 64, D, generator=torch.Generator().manual_seed(4)), device)
+    kf = _tile(torch.randn(1, 2, 64, D, generator=torch.Generator().manual_seed(5)), device)
+
+    def refuse(name):
+        def kernel(*a, **kw):
+            raise AssertionError(f"{name} reached")
+        return kernel
+
+    legacy, streaming = K.sdpa_legacy, K.sdpa_streaming
+    monkeypatch.setattr(K, "sdpa_legacy", refuse("sdpa_legacy"))
+    ttsim.to_torch(ttsim.transformer.chunked_scaled_dot_product_attention(q, tk, tv, tt, 64))
+    with pytest.raises(AssertionError, match="sdpa_legacy reached"):
+        ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(qf, kf, kf))
+    monkeypatch.setattr(K, "sdpa_legacy", legacy)
+    monkeypatch.setattr(K, "sdpa_streaming", refuse("sdpa_streaming"))
+    ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(qf, kf, kf))
+    with pytest.raises(AssertionError, match="sdpa_streaming reached"):
+        ttsim.to_torch(ttsim.transformer.chunked_scaled_dot_product_attention(q, tk, tv, tt, 64))
+    monkeypatch.setattr(K, "sdpa_streaming", streaming)
+
+
+def test_chunked_sdpa_never_builds_more_than_a_k_chunk_of_scores_and_full_sdpa_does(device, monkeypatch):
+    """What makes streaming O(chunk): the chunked op's score blocks are at most k_chunk_size keys
+    wide; the full op's span every key of the query chunk's rows (it materialises them)."""
+    widths: list = []
+    bmm = torch.bmm
+
+    def noted(a, b, **kw):
+        out = bmm(a, b, **kw)
+        if b.shape[-2] == D:  # q @ k^T (for p @ v that dim is the keys: 32 or 512 here)
+            widths.append(int(out.shape[-1]))
+        return out
+
+    g = torch.Generator().manual_seed(6)
+    nb, s = 16, 512
+    k = _tile(torch.randn(nb, NKV, BS, D, generator=g), device)
+    q = _tile(torch.randn(1, 4, 64, D, generator=g), device)
+    table = _ints([list(range(nb))], device)
+    cfg = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(13, 10), q_chunk_size=64,
+                                  k_chunk_size=32)
+    monkeypatch.setattr(torch, "bmm", noted)
+    ttsim.to_torch(ttsim.transformer.chunked_scaled_dot_product_attention(q, k, k, table, s - 64,
+                                                                          program_config=cfg))
+    chunked, widths[:] = list(widths), []
+    kf = _tile(torch.randn(1, NKV, s, D, generator=g), device)
+    mask = _tile(torch.zeros(1, 1, 64, s), device)
+    ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(q, kf, kf, attn_mask=mask, is_causal=False,
+                                                                  program_config=cfg))
+    assert chunked and max(chunked) == 32 and len(chunked) == s // 32, chunked
+    assert widths == [s], widths
+
+
+def test_ttsim_reads_no_model_setting(device, paged, monkeypatch, caplog):
+    """QWEN36_SDPA_STREAMING is the model's switch (model.settings): the device's ops give the same
+    bytes whatever it holds and log no banner; no ttsim source names it."""
+    _, _, _, tk, tv, tt = paged
+    q = _tile(torch.randn(2, 4, 64, D, generator=torch.Generator().manual_seed(1)), device)
+    outs = []
+    with caplog.at_level(logging.INFO):
+        for value in ("1", "0"):
+            monkeypatch.setenv("QWEN36_SDPA_STREAMING", value)
+            outs.append(ttsim.to_torch(ttsim.transformer.chunked_scaled_dot_product_attention(q, tk, tv, tt, 64)))
+    assert torch.equal(outs[0], outs[1])
+    assert "QWEN36_SDPA_STREAMING" not in caplog.text
+    root = Path(ttsim.__file__).parent
+    naming = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py")) if "QWEN36_" in p.read_text()]
+    assert not naming, f"ttsim sources read a model variable: {naming}"
 
 
 def test_chunk_start_off_the_grid_names_the_argument(device, paged):

@@ -63,9 +63,7 @@ def _q(x, dtype):
     return ttsim.to_torch(ttsim.from_torch(x, dtype=dtype, layout=ttsim.TILE_LAYOUT)).float()
 
 
-@pytest.mark.parametrize("streaming", ["1", "0"])
-def test_prefill_sliding_window_bfp8_meets_tt_metal_rmse(device, monkeypatch, streaming):
-    monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
+def test_prefill_sliding_window_bfp8_meets_tt_metal_rmse(device):
     g = torch.Generator().manual_seed(11)
     b, nh, nkv, s, d, w = 1, 4, 1, 512, 64, 128
     q, k, v = _fa_rand(g, b, nh, s, d), _fa_rand(g, b, nkv, s, d), _fa_rand(g, b, nkv, s, d)
@@ -110,9 +108,7 @@ def test_noncausal_sliding_window_is_centred(device):
     assert not comp_pcc(_ref(q, k, v, causal=False), out, 0.99)[0]
 
 
-@pytest.mark.parametrize("streaming", ["1", "0"])
-def test_prefill_attention_sink_meets_tt_metal_rmse(device, monkeypatch, streaming):
-    monkeypatch.setenv("QWEN36_SDPA_STREAMING", streaming)
+def test_prefill_attention_sink_meets_tt_metal_rmse(device):
     g = torch.Generator().manual_seed(14)
     b, nh, nkv, s, d = 1, 8, 1, 256, 32
     q, k, v = _fa_rand(g, b, nh, s, d), _fa_rand(g, b, nkv, s, d), _fa_rand(g, b, nkv, s, d)

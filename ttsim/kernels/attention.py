@@ -37,7 +37,8 @@ Kernels
   ``Sq x Sk``; with ``is_causal`` KV chunks entirely above the diagonal are skipped.
 * :func:`sdpa_legacy` -- softmax materialised per query chunk
   (``q_chunk_size x visible keys`` scores).
-* :func:`chunked_sdpa_paged` -- chunked prefill against a paged cache.
+* :func:`chunked_sdpa_paged` -- chunked prefill against a paged cache (always the
+  streaming kernel, as tt-metal's chunked op; the legacy kernel stays a cross-check).
 * :func:`paged_sdpa_decode` -- one query token per batch row against a paged cache;
   rows whose position is -1 are skipped (their ``out`` rows are left untouched).
 * :func:`paged_update_cache` / :func:`paged_fill_cache` -- in-place paged cache writes.
@@ -200,6 +201,12 @@ def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_
 # ----------------------------------------------------------------------------- cores
 
 
+def _rescale(m_old: torch.Tensor, m_new: torch.Tensor) -> torch.Tensor:
+    """The online softmax's rescale of the running state, ``exp(m_old - m_new)``: its own
+    function so the mutation tests can break exactly this step (tests/model, tests/kernels)."""
+    return torch.exp(m_old - m_new)
+
+
 def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, window=None,
                      sink=None):
     """Online softmax of one q chunk over KV chunks; writes ``out`` ``[b, nqh, qc, dv]``.
@@ -249,7 +256,7 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
         # A row that has seen only -inf keeps m = -inf: subtract 0 instead of -inf so
         # exp gives 0, not NaN (exp(-inf - -inf)).
         m_sub = m_new.masked_fill(m_new == _NEG_INF, 0.0) if seen_mask else m_new
-        alpha = torch.exp(m - m_sub)  # exp(m_old - m_new); 0 on the first chunk
+        alpha = _rescale(m, m_sub)  # exp(m_old - m_new); 0 on the first chunk
         beta = torch.exp(m_blk - m_sub).div_(p_max)
         if masked:
             # rows fully masked within this chunk: softmax gave NaN; they contribute 0
@@ -488,18 +495,16 @@ def chunked_sdpa_paged(
     scale: Optional[float],
     q_chunk_size: int,
     k_chunk_size: int,
-    streaming: bool,
     window: Optional[int] = None,
     sink: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """Chunked-prefill attention against a paged K/V cache.
+    """Chunked-prefill attention against a paged K/V cache (the online-softmax kernel).
 
     ``q [b, nqh, Sq, d]`` holds the queries at absolute positions
     ``chunk_start_idx .. chunk_start_idx + Sq - 1``; keys/values ``0 .. chunk_start_idx +
     Sq - 1`` of each row are read through ``page_table [b, max_pages]`` from
     ``k_cache``/``v_cache`` ``[num_blocks, nkv, block_size, d]``; causal with offset.
     ``chunk_start_idx`` must be a multiple of both chunk sizes (ttnn requires it).
-    ``streaming`` selects :func:`sdpa_streaming` or :func:`sdpa_legacy` math.
     Returns float32 ``[b, nqh, Sq, dv]``.
     """
     _positive_int("q_chunk_size", q_chunk_size)
@@ -519,8 +524,7 @@ def chunked_sdpa_paged(
         vs.append(_gather(v_cache, blocks, length))
     k = torch.stack(ks) if b else k_cache.new_empty((0, k_cache.shape[1], length, k_cache.shape[3]))
     v = torch.stack(vs) if b else v_cache.new_empty((0, v_cache.shape[1], length, v_cache.shape[3]))
-    fn = sdpa_streaming if streaming else sdpa_legacy
-    return fn(q, k, v, scale=scale, is_causal=True, q_offset=chunk_start_idx,
+    return sdpa_streaming(q, k, v, scale=scale, is_causal=True, q_offset=chunk_start_idx,
               q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size, window=window, sink=sink)
 
 

@@ -1,9 +1,11 @@
 """Attention, paged KV cache and gated-delta-rule ops (ttnn.transformer / ttnn.experimental).
 
-Streaming vs legacy SDPA is chosen the way production chooses it: the chunked-prefill
-kernel reads ``QWEN36_SDPA_STREAMING`` when it is dispatched ("1" = streaming online
-softmax, anything else = legacy materialised softmax) and logs the banner the readiness
-probe looks for, once per process.
+Each op runs one kernel, as the real op does, whoever calls it: the chunked-prefill op
+(``chunked_scaled_dot_product_attention``) is the flash-style online softmax over KV chunks
+read from the paged cache (``kernels.attention.sdpa_streaming``); the full-sequence op
+(``scaled_dot_product_attention``) materialises the score matrix of each query chunk
+(``kernels.attention.sdpa_legacy``). Which op a model calls is the model's choice; ttsim
+reads no model setting.
 
 Arguments are validated at the call, as ttnn does on the host: the rules the kernels share
 come from ``kernels.attention_rules`` (re-raised as TTFatal naming the op); ttnn's own
@@ -12,8 +14,6 @@ come from ``kernels.attention_rules`` (re-raised as TTFatal naming the op); ttnn
 
 from __future__ import annotations
 
-import logging
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -26,10 +26,6 @@ from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
 from .unmodelled import refuse_unmodelled
 from .base import logical, require_device_tensor, require_layout, require_same_device, run_inplace, run_op
-
-log = logging.getLogger("ttsim")
-STREAMING_ENV = "QWEN36_SDPA_STREAMING"
-_banner_logged = False
 
 
 @dataclass
@@ -79,15 +75,6 @@ def _chunks(program_config) -> tuple[int, int]:
     if program_config is None:
         return _DEFAULT_CHUNK, _DEFAULT_CHUNK
     return program_config.q_chunk_size, program_config.k_chunk_size
-
-
-def streaming_selected() -> bool:
-    global _banner_logged
-    on = os.environ.get(STREAMING_ENV, "0") == "1"
-    if on and not _banner_logged:
-        log.warning("QWEN36_SDPA_STREAMING engaged")
-        _banner_logged = True
-    return on
 
 
 @contextmanager
@@ -204,14 +191,12 @@ def scaled_dot_product_attention(
         inputs.append(sink)
     require_same_device(op, dict(zip(["q", "k", "v", "mask", "sink"], inputs)))
     qc, kc = _chunks(program_config)
-    streaming = streaming_selected()
-    fn = K.sdpa_streaming if streaming else K.sdpa_legacy
     has_mask = attn_mask is not None
 
     def math(q, k, v, *rest):
         mask = rest[0] if has_mask else None
         logits = _sink_logits(rest[-1], False, scale, d) if sink is not None else None
-        return _kernel_call(op, fn, q, k, v, scale=scale, is_causal=is_causal, attn_mask=mask,
+        return _kernel_call(op, K.sdpa_legacy, q, k, v, scale=scale, is_causal=is_causal, attn_mask=mask,
                             q_chunk_size=qc, k_chunk_size=kc, window=window, sink=logits)
 
     return run_op(op, inputs, (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
@@ -263,14 +248,13 @@ def chunked_scaled_dot_product_attention(
     qc, kc = _chunks(program_config)
     with _rules(op):
         R.chunk_start(chunk_start_idx, qc, kc)
-    streaming = streaming_selected()
     b, nqh, sq, d = input_tensor_q.shape
     extra = [sink] if sink is not None else []
 
     def math(q, k, v, pt, *rest):
         logits = _sink_logits(rest[0], False, scale, d) if rest else None
         return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, _ids(pt), chunk_start_idx, scale=scale,
-                            q_chunk_size=qc, k_chunk_size=kc, streaming=streaming, window=window, sink=logits)
+                            q_chunk_size=qc, k_chunk_size=kc, window=window, sink=logits)
 
     return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor] + extra,
                   (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
