@@ -15,7 +15,7 @@ opened (open_device needs the RISC-V toolchain), so device ops are never run.
 The JSON (sorted keys, deterministic) holds:
   meta           versions and the environment used
   signatures     every public callable/class of ttnn, ttnn.transformer,
-                 ttnn.experimental, ttnn.kv_cache, ttnn.disaggregation:
+                 ttnn.experimental, ttnn.kv_cache, ttnn.disaggregation, ttnn.device:
                  parameters (name, kind, default repr, annotation) per overload,
                  and the method that produced them
   key_names      the names ttsim mirrors: where they live, present or not
@@ -466,7 +466,7 @@ def describe_value(v) -> dict:
     return e
 
 
-SUBMODULES = ["transformer", "experimental", "kv_cache", "disaggregation"]
+SUBMODULES = ["transformer", "experimental", "kv_cache", "disaggregation", "device"]
 
 
 def dump_signatures() -> dict:
@@ -1405,6 +1405,12 @@ TT_FATAL_TEXTS = (
     "single host. Either open a larger mesh (e.g. a MeshShape with >= 2 devices) or call "
     "SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh.",
     "Tried to override previous value of fabric config: {}, with: {}",
+    "Tensor rank is greater than 4",
+    "K must be non-zero",
+    "The input must be in tiled format",
+    "Input tensor must be BFLOAT16, BFLOAT8_B, or FLOAT32, got: {}",
+    "The size of the supplied mesh shape {} does not match the device shape size {}",
+    "ND sharding requires the number of chunks {} to match the mesh dimension size {}",
 )
 
 

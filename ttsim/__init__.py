@@ -42,6 +42,7 @@ from .seed import DEFAULT_SEED, get_seed, set_seed
 from .tensor import (
     ConcatMeshToTensor,
     ReplicateTensorToMesh,
+    ShardTensor2dMesh,
     ShardTensorToMesh,
     Tensor,
     allocate_tensor_on_device,
@@ -66,6 +67,7 @@ from .types import (
     ROW_MAJOR_LAYOUT,
     TILE_LAYOUT,
     TILE_SIZE,
+    Arch,
     BufferType,
     ChunkGdnWyInverse,
     CoreCoord,
@@ -118,6 +120,7 @@ from .ops.ccl import Topology, all_gather, all_reduce, reduce_scatter
 from .ops.embedding import EmbeddingsType, embedding
 from .ops.normalization import layer_norm, rms_norm, softmax
 from .ops.reduction import argmax, max, mean, plus_one, sum
+from .ops.topk import topk
 from .ops.shape import (
     TileReshapeMapMode,
     clone,
@@ -131,6 +134,7 @@ from .ops.shape import (
     squeeze,
     transpose,
     unsqueeze,
+    unsqueeze_to_4D,
 )
 from .creation import DumpTensorMode, as_tensor
 from .grid import CoreGrid, CoreRange, CoreRangeSet

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import numerics
-from .fabric import FabricConfig
+from .fabric import FabricConfig, get_arch_name
 from .grid import CoreGrid
 from .memory import ALIGNMENT, DRAM_SIZE, L1_SIZE, Buffer, Region
 from .program_cache import ProgramCache
 from .seed import derive, get_seed, stream
 from .types import TILE_BYTES as BF16_TILE_BYTES
-from .types import BufferType, CoreCoord, DataType, Layout, MeshShape, TraceAllocationWarning, TTFatal
+from .types import Arch, BufferType, CoreCoord, DataType, Layout, MeshShape, TraceAllocationWarning, TTFatal
 
 #: ttnn.device.DEFAULT_* of ttnn 0.81.1 (checked by tests/ttsim/test_conformance.py)
 DEFAULT_L1_SMALL_SIZE = 0
@@ -216,8 +216,9 @@ class MeshDevice:
     def id(self) -> int:
         return self.chips[0].id
 
-    def arch(self) -> str:
-        return "Arch.BLACKHOLE"
+    def arch(self) -> Arch:
+        """The arch of the first chip: every simulated chip is a Blackhole (p150a)."""
+        return Arch.BLACKHOLE
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
         return WORKER_GRID
@@ -552,3 +553,18 @@ def digest_state(devices: list[MeshDevice]) -> str:
                     h.update(numerics.encode(buf.data, buf.dtype, buf.layout).tobytes())
     return h.hexdigest()
 
+
+# -- ttnn.device's arch queries (real 0.81.1: ttnn/device.py, plain Python over the binding) -------
+
+def is_blackhole(device=None) -> bool:
+    """``device.arch() == Arch.BLACKHOLE`` for a device, else whether the host's arch name says blackhole."""
+    if device is not None:
+        return device.arch() == Arch.BLACKHOLE
+    return "blackhole" in get_arch_name()
+
+
+def is_wormhole_b0(device=None) -> bool:
+    """As :func:`is_blackhole` for WORMHOLE_B0: False on ttsim's Blackhole chips, with or without a device."""
+    if device is not None:
+        return device.arch() == Arch.WORMHOLE_B0
+    return "wormhole_b0" in get_arch_name()

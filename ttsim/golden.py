@@ -106,6 +106,23 @@ def _max(x, *dim):
     return torch.amax(x, *dim) if dim else torch.max(x)
 
 
+def _topk(input_tensor, k=32, dim=-1, largest=True, sorted=True, *, stable=False, indices_tensor=None, **_):  # noqa: A002
+    # as the real golden: torch.topk, or a stable sort (lowest index first) with stable=True;
+    # it does not promise the card's order among ties without stable (nor does ttsim's op)
+    if stable:
+        order = torch.sort(input_tensor, dim=dim, descending=largest, stable=True)
+        values, indices = order.values.narrow(dim, 0, k), order.indices.narrow(dim, 0, k)
+    else:
+        values, indices = torch.topk(input_tensor, k, dim=dim, largest=largest, sorted=sorted)
+    if indices_tensor is not None:
+        indices = torch.gather(indices_tensor.to(torch.int64), dim, indices)
+    return values, indices
+
+
+def _unsqueeze_to_4d(input_tensor):
+    return input_tensor.reshape([1] * (4 - input_tensor.dim()) + list(input_tensor.shape))
+
+
 def _joint(input_tensor_q, input_tensor_k, input_tensor_v, joint_tensor_q, joint_tensor_k, joint_tensor_v, *,
            joint_strategy, scale=None, **_):
     if joint_strategy != "rear":
@@ -130,7 +147,7 @@ def _goldens(t) -> dict:
         t.cos: _unary(torch.cos), t.mish: _unary(F.mish),
         t.matmul: _matmul, t.linear: _linear, t.softmax: _softmax, t.rms_norm: _rms_norm,
         t.layer_norm: _layer_norm, t.sum: _reduce(torch.sum), t.mean: _reduce(torch.mean), t.max: _reduce(_max),
-        t.transformer.joint_scaled_dot_product_attention: _joint,
+        t.transformer.joint_scaled_dot_product_attention: _joint, t.topk: _topk, t.unsqueeze_to_4D: _unsqueeze_to_4d,
     }
 
 

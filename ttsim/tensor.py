@@ -282,6 +282,71 @@ class ShardTensorToMesh:
         return {"strategy": "shard", "shard_dim": str(self.shard_dim)}
 
 
+class _ShardTensor2dMapper:
+    """What :func:`ShardTensor2dMesh` returns (real 0.81.1: a CppTensorToMesh from create_mesh_mapper)."""
+
+    def __init__(self, mesh_device: MeshDevice, mesh_shape: tuple[int, int], dims):
+        self.mesh_device = mesh_device
+        self.mesh_shape = mesh_shape
+        self.dims = dims
+
+    def _pieces(self, tensor: torch.Tensor, axis: int) -> list[torch.Tensor] | None:
+        """``tensor`` cut into mesh_shape[axis] even parts along dims[axis]; None when that axis replicates."""
+        dim, n = self.dims[axis], self.mesh_shape[axis]
+        if dim is None:
+            return None
+        if not -tensor.dim() <= dim < tensor.dim():
+            raise TTFatal(f"ShardTensor2dMesh: dims[{axis}]={dim} is out of range for a rank-{tensor.dim()} tensor")
+        chunks = torch.chunk(tensor, n, dim=dim)
+        if len(chunks) != n:
+            # tt-metal chunks as torch.chunk does and then demands one chunk per mesh position
+            raise TTFatal(f"ND sharding requires the number of chunks {len(chunks)} to match the mesh dimension "
+                          f"size {n}")
+        if tensor.shape[dim] % n:
+            raise TTFatal(f"ShardTensor2dMesh: dim {dim} of shape {list(tensor.shape)} ({tensor.shape[dim]}) does "
+                          f"not divide evenly across {n} mesh positions; uneven shards are not modelled by ttsim")
+        return list(chunks)
+
+    def map(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """One shard per device in row-major mesh order: shard (r, c) is part r of dims[0] and then
+        part c of dims[1]; an axis whose dim is None gets the same data at each of its positions."""
+        d0, d1 = self.dims
+        if d0 is not None and d1 is not None and d0 % tensor.dim() == d1 % tensor.dim():
+            raise TTFatal(f"ShardTensor2dMesh: both mesh axes shard tensor dim {d0}; not modelled by ttsim")
+        rows, cols = self.mesh_shape
+        by_row = self._pieces(tensor, 0) or [tensor] * rows
+        out = []
+        for part in by_row:
+            out.extend(self._pieces(part, 1) or [part] * cols)
+        return out
+
+    def config(self):
+        raise TTFatal("ShardTensor2dMesh(...).config(): ttnn.MeshMapperConfig is not modelled by ttsim")
+
+
+def ShardTensor2dMesh(mesh_device: MeshDevice, mesh_shape, dims):  # noqa: N802 - ttnn's name
+    """Shard over a 2-D mesh: tensor dim ``dims[0]`` across mesh rows, ``dims[1]`` across mesh
+    columns (None replicates along that axis). ``mesh_shape`` must hold as many devices as
+    ``mesh_device``: the same shape places shard (r, c) on device (r, c); another arrangement of
+    the same size places the shards in row-major order (tt-metal's ROW_MAJOR distribution).
+    A smaller mesh_shape (a submesh holding the tensor) is not modelled."""
+    shape = tuple(mesh_shape)
+    if len(shape) != 2 or not all(isinstance(n, int) and n > 0 for n in shape):
+        raise TTFatal(f"ShardTensor2dMesh: mesh_shape must be two positive ints, got {mesh_shape!r}")
+    dims = tuple(dims)
+    if len(dims) != 2 or not all(d is None or isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise TTFatal(f"ShardTensor2dMesh: dims must be two ints or None, got {dims!r}")
+    device_shape = mesh_device.shape
+    size = shape[0] * shape[1]
+    if size > device_shape.mesh_size():
+        raise TTFatal(f"The size of the supplied mesh shape MeshShape([{shape[0]}, {shape[1]}]) does not match the "
+                      f"device shape size {device_shape!r}")
+    if size < device_shape.mesh_size():
+        raise TTFatal(f"ShardTensor2dMesh: mesh_shape {list(shape)} is smaller than the mesh {device_shape!r}: "
+                      f"placing a tensor on a submesh is not modelled by ttsim")
+    return _ShardTensor2dMapper(mesh_device, shape, dims)
+
+
 class ConcatMeshToTensor:
     def __init__(self, mesh_device: MeshDevice, dim: int):
         self.mesh_device = mesh_device

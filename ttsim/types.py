@@ -59,6 +59,14 @@ class TensorMemoryLayout(enum.Enum):
 
 
 @_tt_enum
+class Arch(enum.Enum):
+    """ttnn.Arch (ttnn._ttnn.device.Arch): what ``MeshDevice.arch()`` returns; ttsim's chips are BLACKHOLE."""
+    WORMHOLE_B0 = 2
+    BLACKHOLE = 3
+    QUASAR = 4
+
+
+@_tt_enum
 class MathFidelity(enum.Enum):
     LoFi = 0
     HiFi2 = 2

@@ -489,6 +489,32 @@ def _on_small_dram(fn):
         mp.undo()
 
 
+def _on_chip(fn):
+    dev = ttsim.open_device(device_id=0)
+    try:
+        fn(dev)
+    finally:
+        ttsim.close_device(dev)
+
+
+def _on_1x2(fn):
+    mesh = ttsim.open_mesh_device(ttsim.MeshShape(1, 2))
+    try:
+        fn(mesh)
+    finally:
+        ttsim.close_mesh_device(mesh)
+
+
+def _tiled(dev, shape=(1, 1, 32, 64), dtype=None, layout=None):
+    return ttsim.from_torch(torch.zeros(shape), dtype=dtype or ttsim.bfloat16, layout=layout or ttsim.TILE_LAYOUT,
+                            device=dev)
+
+
+def _sharded_2d(mesh, mesh_shape, width):
+    mapper = ttsim.ShardTensor2dMesh(mesh, mesh_shape, (3, None))
+    ttsim.from_torch(torch.zeros(1, 1, 1, width), dtype=ttsim.float32, mesh_mapper=mapper, device=mesh)
+
+
 TRIGGERS = {
     "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.": _outgrow,
     DELETION_TEXT: lambda: _on_small_dram(lambda d: ttsim.end_trace_capture(d, _freed_during_capture(d), cq_id=0)),
@@ -502,6 +528,16 @@ TRIGGERS = {
     "single host. Either open a larger mesh (e.g. a MeshShape with >= 2 devices) or call "
     "SetFabricConfig(FabricConfig::DISABLED) before opening a 1-chip mesh.": _one_chip_with_fabric,
     "Tried to override previous value of fabric config: {}, with: {}": _override,
+    "Tensor rank is greater than 4": lambda: _on_chip(lambda d: ttsim.unsqueeze_to_4D(_tiled(d, (1, 1, 1, 2, 3)))),
+    "K must be non-zero": lambda: _on_chip(lambda d: ttsim.topk(_tiled(d), 0)),
+    "The input must be in tiled format": lambda: _on_chip(
+        lambda d: ttsim.topk(_tiled(d, layout=ttsim.ROW_MAJOR_LAYOUT), 2)),
+    "Input tensor must be BFLOAT16, BFLOAT8_B, or FLOAT32, got: {}": lambda: _on_chip(
+        lambda d: ttsim.topk(_tiled(d, dtype=ttsim.uint32), 2)),
+    "The size of the supplied mesh shape {} does not match the device shape size {}": lambda: _on_1x2(
+        lambda m: ttsim.ShardTensor2dMesh(m, (2, 2), (2, 3))),
+    "ND sharding requires the number of chunks {} to match the mesh dimension size {}": lambda: _on_1x2(
+        lambda m: _sharded_2d(m, (2, 1), 1)),
 }
 
 

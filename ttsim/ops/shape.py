@@ -119,6 +119,19 @@ def unsqueeze(input_tensor: Tensor, dim: int) -> Tensor:
     return _view_op(op, x, shape, None)
 
 
+def unsqueeze_to_4D(tensor: Tensor) -> Tensor:
+    """Left-pad the shape with 1s to rank 4 (``Shape.to_rank(4)``), on host or device; a rank-4
+    tensor comes back as is. Real 0.81.1 throws for rank > 4 even when the extra dims are 1."""
+    op = "unsqueeze_to_4D"
+    x = _input(op, tensor)
+    rank = len(x._shape)
+    if rank > 4:
+        raise TTFatal("Tensor rank is greater than 4")  # core.cpp's TT_THROW text, measured on 0.81.1
+    if rank == 4:
+        return x
+    return _view_op(op, x, [1] * (4 - rank) + list(x._shape), None)
+
+
 def squeeze(input_tensor: Tensor, dim=None) -> Tensor:
     """Drop size-1 dims: all of them (``dim=None``), or those named by ``dim`` (int or list)
     that are 1 (a named dim that is not 1 is kept, as torch does)."""
