@@ -37,6 +37,19 @@ RELEASE = b"release\n"
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def close_and_reap(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Close a helper process's stdin (its signal to leave), wait for it, kill it if it lingers."""
+    try:
+        proc.stdin.close()
+    except (BrokenPipeError, ValueError):
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def die_with_parent(sig: int = signal.SIGKILL):
     """A ``preexec_fn`` asking the kernel to send ``sig`` to the child when the forking thread
     exits (see the module docstring for when that is safe); None off Linux."""
@@ -99,15 +112,7 @@ class Lifeline:
                 self.proc.stdin.flush()
             except (BrokenPipeError, ValueError):
                 pass
-        try:
-            self.proc.stdin.close()
-        except (BrokenPipeError, ValueError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        close_and_reap(self.proc)
 
 
 def spawn(cmd: list[str], *, grace: float = 10.0, **popen_kwargs) -> tuple[subprocess.Popen, Lifeline]:

@@ -20,6 +20,7 @@ import sys
 import time
 
 from . import record, settings
+from .lifeline import close_and_reap
 
 
 class Watchdog:
@@ -50,14 +51,7 @@ class Watchdog:
         self._send("cancel")
 
     def stop(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except (BrokenPipeError, ValueError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        close_and_reap(self.proc)
 
 
 def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr) -> int:

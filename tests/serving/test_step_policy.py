@@ -1,0 +1,103 @@
+"""The Tenstorrent plugin's step policy (fixtures/vllm/scheduler.py): with ``step_policy="phased"``
+every engine step is all-prefill or all-decode, chunk continuations run in prefill steps only,
+and a prefill step that cannot be scheduled under KV pressure falls back to a decode step.
+vLLM's stock policy ("mixed", the default) is the negative control: it mixes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures import scenario
+from fixtures.workloads import stage3
+from model.serving import TTRunner
+
+pytestmark = pytest.mark.needs_fault_injection
+
+
+def _steps(monkeypatch, seed: int, policy: str, arm: str = "all"):
+    """Run one seed; return each step's kinds ({"prefill", "decode"}) and the result."""
+    kinds: list[set[str]] = []
+    execute = TTRunner.execute
+
+    def spy(self, so):
+        step = set()
+        for rid in so.num_scheduled_tokens:
+            st = self.reqs.get(rid)
+            fresh = rid in {nr.req_id for nr in so.scheduled_new_reqs} or rid in so.scheduled_cached_reqs.resumed_req_ids
+            step.add("prefill" if fresh or st is None or not st.prefilled else "decode")
+        kinds.append(step)
+        return execute(self, so)
+
+    monkeypatch.setattr(TTRunner, "execute", spy)
+    workload = stage3(seed)
+    result = scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed),
+                                   step_policy=policy)
+    return kinds, result
+
+
+@pytest.mark.parametrize("seed", [0, 33])
+def test_phased_steps_are_all_prefill_or_all_decode(monkeypatch, seed):
+    kinds, result = _steps(monkeypatch, seed, "phased")
+    assert not [k for k in kinds if k == {"prefill", "decode"}], "a phased step mixed prefill and decode"
+    assert {"prefill"} in kinds and {"decode"} in kinds
+    assert all(len(v.got) == len(v.expected) for v in result.verdicts), "a request did not run to its length"
+
+
+def test_vllms_stock_steps_mix_them(monkeypatch):
+    kinds, _ = _steps(monkeypatch, 0, "mixed")
+    assert any(k == {"prefill", "decode"} for k in kinds)
+
+
+def test_under_kv_pressure_a_phased_run_still_finishes_every_request(monkeypatch):
+    """Seed 3 preempts (a tight KV budget), and with 16 requests for 8 slots most prefill passes
+    find nothing to admit: they must fall back to decode steps (else the run stalls), and the
+    finished requests such a discarded pass reported must reach the runner (else its slots
+    never free)."""
+    kinds, result = _steps(monkeypatch, 3, "phased", arm="all")
+    assert result.preemptions > 0
+    assert result.failed == [], "replay: bin/ttsim replay --arm all --seed 3 --step-policy phased"
+
+
+def test_an_unknown_step_policy_is_named():
+    from fixtures.system import make_scheduler
+
+    with pytest.raises(ValueError, match="unknown step policy 'tt'; choose from mixed, phased"):
+        make_scheduler("markov", step_policy="tt")
+
+
+def _bare_scheduler():
+    from fixtures.system import make_scheduler
+
+    return make_scheduler("markov", step_policy="phased")
+
+
+class _Req:
+    def __init__(self, partial: bool):
+        self.is_prefill_chunk = partial
+
+
+def test_a_partial_prefill_is_pending_prefill_work():
+    s = _bare_scheduler()
+    assert not s._pending_prefill()
+    s.running = [_Req(partial=False)]
+    assert not s._pending_prefill()  # a decode alone is not prefill work
+    s.running = [_Req(partial=False), _Req(partial=True)]
+    assert s._pending_prefill()  # its next chunk can only run in a prefill step
+
+
+def test_a_discarded_empty_prefill_pass_hands_its_finished_and_preempted_ids_on(monkeypatch):
+    """The base scheduler reports finished/preempted requests once, in the next output it
+    builds; when the prefill pass is thrown away for a decode retry, the retry must carry them."""
+    from types import SimpleNamespace
+
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    s = _bare_scheduler()
+    s.running = [_Req(partial=False)]
+    outputs = iter([SimpleNamespace(total_num_scheduled_tokens=0, finished_req_ids={"gone"}, preempted_req_ids={"p"}),
+                    SimpleNamespace(total_num_scheduled_tokens=1, finished_req_ids=set(), preempted_req_ids=None)])
+    monkeypatch.setattr(AsyncScheduler, "schedule", lambda self, *a, **k: next(outputs))
+    monkeypatch.setattr(type(s), "_pending_prefill", lambda self: True)
+    out = s.schedule()
+    assert out.total_num_scheduled_tokens == 1
+    assert out.finished_req_ids == {"gone"} and out.preempted_req_ids == {"p"}
