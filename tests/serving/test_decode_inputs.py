@@ -21,7 +21,7 @@ def system():
 def _staged(system, positions, table, **kw):
     gen = system.generator(flags=ARMS["all"])
     tokens = [3] * len(positions)
-    gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
+    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0])
     out = gen.decode_forward(tokens, positions, table, reset_batch=True, read_from_device=False, **kw)
     trace = out.trace
     return (ttsim.to_torch(trace.page_table).tolist(), ttsim.to_torch(trace.slots).tolist())
@@ -41,7 +41,7 @@ def test_a_gap_row_stages_a_zero_page_row_and_slot_minus_one(system):
 
 def test_the_page_table_is_restaged_when_a_row_changes(system):
     gen = system.generator(flags=ARMS["no-merge"])
-    gen.prefill_forward([[1, 2, 3]], [torch.zeros(system.max_pages, dtype=torch.int32)], empty_slots=[0])
+    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0])
     for first in (1, 1, 7):
         out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True, read_from_device=False)
         read_tokens(gen, ttsim, out)

@@ -20,6 +20,16 @@ from model.serving import Engine
 
 pytestmark = pytest.mark.needs_fault_injection
 
+
+@pytest.fixture(autouse=True)
+def _our_generator():
+    """Sharing runs is the sweep's optimisation over OUR generator (a user's decides its own
+    merges, so its arms always run alone): these tests pin it with ours, whatever --generator says."""
+    from fixtures.system import generator_in_force
+
+    with generator_in_force(None):
+        yield
+
 # seed -> the groups that part from the run of the four merging arms (found with run_arms)
 PARTING = {100: [], 104: [["slots+guard", "all"]], 110: [["slots", "slots+guard", "all"]]}
 
