@@ -56,9 +56,20 @@ class TTRunner:
     """
 
     def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int,
-                 scratch: Callable[[], None] | None = None, on_merge: Callable | None = None):
+                 scratch: Callable[[], None] | None = None, on_merge: Callable | None = None,
+                 plugin_layout: bool = False):
         self.gen = generator
         self.ttnn = ttnn
+        # ``plugin_layout`` (with the plugin's phased steps): the Tenstorrent plugin's decode
+        # inputs and reset rule. Rows are padded to the capacity (``max_slots``, position -1),
+        # and ``reset_batch`` is set whenever the decode layout changed since the last decode:
+        # the plugin's persistent batch drops what a step does not schedule (every decode,
+        # in a prefill step) and re-adds it, and a finished or preempted request leaves it, so
+        # the flag is sticky across steps until a decode consumes it. Off: reset when the set
+        # of decoding (slot, request) pairs differs from the last decode's, rows up to the
+        # highest active slot.
+        self.plugin_layout = plugin_layout
+        self._layout_changed = True
         # the runner owns the merge hook of a generator that reports merges (ours does): it
         # tags each merge row with the request holding that slot, then hands it to ``on_merge``
         self.on_merge = on_merge
@@ -109,9 +120,11 @@ class TTRunner:
 
         for rid in sorted(so.finished_req_ids):
             self._release(rid)
+            self._layout_changed = True
         for rid in sorted(getattr(so, "preempted_req_ids", None) or ()):
             self._release(rid)
             self.preemptions += 1
+            self._layout_changed = True
         for nr in so.scheduled_new_reqs:
             toks = nr.prefill_token_ids if getattr(nr, "prefill_token_ids", None) is not None else nr.prompt_token_ids
             st = _ReqState(nr.req_id, list(toks), nr.num_computed_tokens, list(nr.block_ids[0]))
@@ -140,6 +153,7 @@ class TTRunner:
             st = self.reqs[rid]
             n = so.num_scheduled_tokens[rid]
             if not st.prefilled:
+                self._layout_changed = True  # a prefill step: the decodes it leaves out leave the layout
                 self._place(st)
                 end = st.computed + n
                 sampled[rid] = self._prefill(st, end)
@@ -183,10 +197,11 @@ class TTRunner:
 
     def _decode(self, rows: list[_ReqState], sampled: dict[str, list[int]]) -> None:
         batch = tuple(sorted((st.slot, st.req_id) for st in rows))
-        reset = batch != self._last_batch
+        reset = batch != self._last_batch or (self.plugin_layout and self._layout_changed)
+        self._layout_changed = False
         if reset:
             self.resolve_pending()  # the host must know every continuing row's last token
-        width = max(st.slot for st in rows) + 1
+        width = self.max_slots if self.plugin_layout else max(st.slot for st in rows) + 1
         tokens, positions = [0] * width, [-1] * width
         table = [(0,) * self.max_pages] * width  # rows of page ids
         for st in rows:

@@ -101,3 +101,51 @@ def test_a_discarded_empty_prefill_pass_hands_its_finished_and_preempted_ids_on(
     out = s.schedule()
     assert out.total_num_scheduled_tokens == 1
     assert out.finished_req_ids == {"gone"} and out.preempted_req_ids == {"p"}
+
+
+def _decodes(monkeypatch, seed: int, policy: str, **workload_kw):
+    """Per decode_forward call: (rows handed over, reset_batch, did a prefill or a finish come
+    since the previous decode, did the decoding set change)."""
+    from model.generator import Generator
+
+    calls, since = [], {"event": True, "last": None}
+    execute, decode = TTRunner.execute, Generator.decode_forward
+
+    def spy_execute(self, so):
+        if so.finished_req_ids or so.scheduled_new_reqs or so.scheduled_cached_reqs.resumed_req_ids or any(
+                not self.reqs[r].prefilled for r in so.num_scheduled_tokens if r in self.reqs):
+            since["event"] = True
+        return execute(self, so)
+
+    def spy_decode(self, tokens, start_pos, *a, reset_batch=False, **k):
+        batch = tuple(r for r, p in enumerate(start_pos.tolist()) if p >= 0)
+        calls.append((tokens.shape[0], reset_batch, since["event"], batch != since["last"]))
+        since["event"], since["last"] = False, batch
+        return decode(self, tokens, start_pos, *a, reset_batch=reset_batch, **k)
+
+    monkeypatch.setattr(TTRunner, "execute", spy_execute)
+    monkeypatch.setattr(Generator, "decode_forward", spy_decode)
+    workload = stage3(seed, **workload_kw)
+    scenario.run_scenario(workload, "all", seed, expected=scenario.serial_answers(workload, seed), step_policy=policy)
+    return calls
+
+
+def test_phased_decodes_are_padded_to_capacity_and_reset_after_every_layout_change(monkeypatch):
+    """With prompts longer than a step's token budget (chunked prefill) and requests finishing,
+    layout events come between decodes whose active rows look the same: the plugin resets
+    after each of them. (Under phased steps a prefill step between two equal decode batches
+    does not happen here: pending chunks keep every step a prefill step until the request
+    decodes, which changes the batch; so the prefill-step half of the rule is not observable
+    in these runs, only its finish/preempt half.)"""
+    calls = _decodes(monkeypatch, 0, "phased", max_prompt=400)
+    assert any(event and not changed for _, _, event, changed in calls), "no layout event between equal batches"
+    assert {rows for rows, *_ in calls} == {8}
+    assert all(reset for _, reset, event, changed in calls if event or changed)
+    steady = [reset for _, reset, event, changed in calls if not event and not changed]
+    assert steady and not any(steady), "a steady decode (nothing changed since the last) must not reset"
+
+
+def test_mixed_decodes_keep_todays_rows_and_reset_rule(monkeypatch):
+    calls = _decodes(monkeypatch, 0, "mixed")
+    assert min(rows for rows, *_ in calls) < 8
+    assert all(reset == changed for _, reset, _, changed in calls)
