@@ -67,3 +67,22 @@ def test_merge_decisions_of_the_position_clamp_case(snapshot, snapshot_backend):
         assert (outs == clamp_expected()) is (arm == "all")
         record[arm] = decisions(events)
     assert record == snapshot(name=snapshot_backend)
+
+
+# the other pinned seeds (tests/serving/test_arms.py): all's residual (seed 36, which the
+# candidate fixes remove) and a never-run bucket's in-range residue (seed 844, which the guard
+# catches); (seed, arm that fails, arm that passes)
+RESIDUAL = [(36, "all", "all+reads"), (844, "slots", "all")]
+
+
+@pytest.mark.parametrize("seed, failing, passing", RESIDUAL, ids=[f"seed{r[0]}" for r in RESIDUAL])
+def test_merge_decisions_of_the_residual_seeds(snapshot, snapshot_backend, seed, failing, passing):
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    record = {}
+    for arm in (failing, passing):
+        result = scenario.run_scenario(workload, arm, seed, expected=expected, record_merges=True)
+        assert bool(result.failed) is (arm == failing), f"seed {seed} arm {arm}; replay: bin/ttsim replay --arm {arm} --seed {seed}"
+        record[arm] = {"merges": decisions(result.merges),
+                       "failed": {v.request_id: v.defect for v in result.failed}}
+    assert record == snapshot(name=snapshot_backend)
