@@ -36,9 +36,6 @@ def git_rev(root: Path = ROOT, *, short: bool = False, mark_dirty: bool = False)
         return "unknown"
 
 
-def git_sha() -> str:
-    return git_rev()
-
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -50,7 +47,7 @@ class SessionRecord:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / NAME
         self.partial = self.dir / f"hil-session-{os.getpid()}.partial.json"
-        self.data = {"host": socket.gethostname(), "git_sha": git_sha(), "started": _now(), **header, "tests": []}
+        self.data = {"host": socket.gethostname(), "git_sha": git_rev(), "started": _now(), **header, "tests": []}
         self._flush()
 
     def add(self, nodeid: str, outcome: str, duration: float, pcc: dict | None = None,
