@@ -18,7 +18,7 @@ import pytest
 
 from hil_helpers import FAKE_TTNN, ROOT, clean_env, inner_pytest, run
 
-REFUSED = 6  # fixtures.hardware.EXIT_REFUSED
+REFUSED = 6  # fixtures.plugin.hardware.EXIT_REFUSED
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
@@ -35,6 +35,17 @@ def test_pytest_hil_in_the_project_venv_fails_closed_in_one_line(workers, tmp_pa
     assert "no tests ran" in text and not re.search(r"\d+ passed", text), text
     assert "gw0" not in text  # no xdist worker was started
     assert not list(tmp_path.glob("*.jsonl")), "a refused session must not leave a session record"
+
+
+def test_pytest_hil_with_a_users_generator_still_fails_closed_on_the_card(tmp_path):
+    """--generator needs the backend's ttnn; without a card the refusal is the session's own
+    one line (exit 6), not a loader error."""
+    gen = str(ROOT / "tests" / "generators" / "qwen36_style.py") + ":Qwen36StyleGenerator"
+    out = run(inner_pytest() + ["--hil", "-q", "--generator", gen], cwd=ROOT, env=clean_env(TTSIM_RUNS_DIR=tmp_path))
+    text = out.stdout + out.stderr
+    assert out.returncode == REFUSED, text
+    assert [ln for ln in text.splitlines() if "refusing" in ln][0].startswith("ttsim --hil: refusing to run:")
+    assert "--generator" not in text and not re.search(r"\d+ passed", text), text
 
 
 COLLECT = textwrap.dedent("""

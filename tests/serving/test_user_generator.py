@@ -129,3 +129,33 @@ def test_the_pinned_seeds_catch_a_regression_in_the_users_generator():
     failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
     assert failed == [f"{select[0]}[slot-reuse-seed29]", f"{select[0]}[slot-reuse-seed33]"], bad.stdout[-3000:]
     assert "req-19 still fails (slot-reuse" in bad.stdout and "--generator" in bad.stdout
+
+
+def test_tt_metal_without_generator_is_refused():
+    with pytest.raises(loader.GeneratorSpecError, match="--tt-metal needs --generator"):
+        loader.from_options(None, "/somewhere")
+    assert loader.from_options(None, None) is None
+
+
+def test_read_from_device_returns_the_tokens_the_deferred_read_gives():
+    """Protocol: decode_forward(read_from_device=True) hands back host tokens [B, 1]; the same
+    decode read as the plugin reads it (deferred) gives the same tokens."""
+    import torch
+
+    from model.protocol import read_tokens
+
+    got = {}
+    for deferred in (False, True):
+        system = System(3, FaultKnobs())
+        try:
+            gen = system.generator(flags=scenario.ARMS["all"])
+            row = torch.zeros(1, system.max_pages, dtype=torch.int32)
+            first = gen.prefill_forward(torch.tensor([[5, 6, 7]]), row, empty_slots=[0])
+            out = gen.decode_forward(first.reshape(1, 1), torch.tensor([3]), row, reset_batch=True,
+                                     read_from_device=not deferred)
+            got[deferred] = read_tokens(gen, system.ttnn, out) if deferred else out.reshape(-1).tolist()
+            if not deferred:
+                assert tuple(out.shape) == (1, 1)
+        finally:
+            system.close()
+    assert got[False] == got[True]
