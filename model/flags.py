@@ -20,12 +20,28 @@ class GeneratorFlags:
     merge                merge device state at batch resets; off = always restage the
                          host's tokens and positions (the pre-merge behaviour).
 
-    Two candidate fixes found with this framework (not in production; off by default):
+    Candidate fixes found with this framework (not in production; off by default), each for
+    a mechanism upstream has:
     merge_from_last_run  QWEN36_MERGE_FROM_LAST_RUN: read the device state from the trace
                          that ran last (where it lives) instead of the trace about to run,
-                         whose buffers a bucket change leaves from an older batch.
-    synced_merge_reads   QWEN36_SYNCED_MERGE_READS: wait for the merge's own reads (an
-                         event recorded after them) instead of the last output's event.
+                         whose buffers a bucket change leaves from an older batch (qwen36's
+                         per-width decode stores).
+    marks_follow_remap   QWEN36_MARKS_FOLLOW_REMAP: force the host on the row a prefilled
+                         slot's state was gathered to (row i where slot_remap[i] is the slot);
+                         tt-metal's generator.py @ 50868c00 forces row == slot after the gather,
+                         which misses a prefilled request the plugin's condense moved.
+
+    What-if knobs: mechanisms BEYOND upstream, modelled to ask "what if production did
+    this?". Off in every production arm; only the labelled ``what-if`` arm turns them on.
+    whatif_async_merge_read   TTSIM_WHATIF_ASYNC_MERGE_READ: the merge's reads are
+                              non-blocking copies into host mirrors, synchronised on the last
+                              output read's event, which does not cover them (upstream's
+                              merge read is a blocking ``to_torch``).
+    whatif_never_run_bucket   TTSIM_WHATIF_NEVER_RUN_BUCKET: every width's trace inputs are
+                              ``allocate_tensor_on_device`` (uninitialized) before any capture,
+                              and a width's first decode merges what that memory holds
+                              (upstream creates inputs from host values and merges only into a
+                              captured trace).
     """
 
     prefilled_slots_fix: bool = True
@@ -33,7 +49,9 @@ class GeneratorFlags:
     position_clamp: bool = True
     merge: bool = True
     merge_from_last_run: bool = False
-    synced_merge_reads: bool = False
+    marks_follow_remap: bool = False
+    whatif_async_merge_read: bool = False
+    whatif_never_run_bucket: bool = False
 
     ENV = {
         "prefilled_slots_fix": "QWEN36_PREFILLED_SLOTS_FIX",
@@ -41,9 +59,17 @@ class GeneratorFlags:
         "position_clamp": "QWEN36_POSITION_CLAMP",
         "merge": "QWEN36_ASYNC_MERGE",
         "merge_from_last_run": "QWEN36_MERGE_FROM_LAST_RUN",
-        "synced_merge_reads": "QWEN36_SYNCED_MERGE_READS",
+        "marks_follow_remap": "QWEN36_MARKS_FOLLOW_REMAP",
+        "whatif_async_merge_read": "TTSIM_WHATIF_ASYNC_MERGE_READ",
+        "whatif_never_run_bucket": "TTSIM_WHATIF_NEVER_RUN_BUCKET",
     }
-    DEFAULT_OFF = ("merge_from_last_run", "synced_merge_reads")
+    DEFAULT_OFF = ("merge_from_last_run", "marks_follow_remap", "whatif_async_merge_read", "whatif_never_run_bucket")
+    WHAT_IF = ("whatif_async_merge_read", "whatif_never_run_bucket")
+
+    @property
+    def what_if(self) -> bool:
+        """Any beyond-upstream knob on (never in a production arm)."""
+        return any(getattr(self, k) for k in self.WHAT_IF)
 
     @classmethod
     def from_env(cls, env) -> "GeneratorFlags":
@@ -65,5 +91,11 @@ ARMS: dict[str, GeneratorFlags] = {
     "slots+guard": GeneratorFlags(prefilled_slots_fix=True, merge_batch_guard=True, position_clamp=False),
     "all": GeneratorFlags(prefilled_slots_fix=True, merge_batch_guard=True, position_clamp=True),
     "no-merge": GeneratorFlags(merge=False),
-    "all+reads": GeneratorFlags(merge_from_last_run=True, synced_merge_reads=True),
+    "all+last-run": GeneratorFlags(merge_from_last_run=True),
+    "all+remap-marks": GeneratorFlags(marks_follow_remap=True),
+    # labelled what-if: `all` under the mechanisms beyond upstream that the first model had
+    "what-if": GeneratorFlags(whatif_async_merge_read=True, whatif_never_run_bucket=True),
 }
+
+#: arms whose every mechanism is upstream's or production's (what `ttsim arms` runs by default)
+PRODUCTION_ARMS = tuple(a for a, f in ARMS.items() if not f.what_if)

@@ -21,6 +21,7 @@ never written.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -87,28 +88,55 @@ def _int32_bits(v: int) -> int:
 
 
 class _DecodeTrace:
-    """One bucket's decode: persistent input buffers, host mirrors, and (once captured) a trace.
+    """One width's decode: persistent input buffers and (once captured) a trace.
 
-    Input buffers of every bucket are allocated before any trace is captured: a replay
-    writes its intermediates at the addresses they had during capture, so a persistent
-    buffer allocated later could land there and be overwritten (the hazard ttnn warns of).
+    As upstream (tt-metal ``generator.py`` ``_prepare_decode_trace_text``; qwen36's per-width
+    trace stores), a width's inputs are created from the host's inputs of its first decode
+    (``from_torch(..., device=)``: initialized) and the trace is captured on them. A width
+    first used after other traces were captured gets its inputs wherever the allocator puts
+    them, possibly over memory another live trace writes its intermediates to: qwen36 opts
+    into that trace-buffer reuse, so another width's replay may overwrite these inputs
+    (ttsim replays intermediates at their captured addresses). That is the route by which
+    activation bytes reach a position buffer.
+
+    ``uninitialized`` (what-if knob ``whatif_never_run_bucket``): ``allocate_tensor_on_device``
+    instead, for every width before any capture.
     """
 
-    def __init__(self, ttnn, device, model, bucket: int, max_pages: int, enable_trace: bool):
+    def __init__(self, ttnn, device, model, bucket: int, max_pages: int, enable_trace: bool,
+                 host: tuple | None = None):
         self.ttnn, self.device, self.model = ttnn, device, model
         self.bucket = bucket
         self.enable_trace = enable_trace
-        alloc = ttnn.allocate_tensor_on_device
         rm = ttnn.ROW_MAJOR_LAYOUT
-        self.tokens = alloc(ttnn.Shape([1, bucket]), ttnn.uint32, rm, device)
-        self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
-        self.page_table = alloc(ttnn.Shape([bucket, max_pages]), ttnn.int32, rm, device)
-        self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
-        # host mirrors the merge reads the device buffers into (persistent host tensors)
+        if host is None:  # the what-if: uninitialized, as the first model had it
+            alloc = ttnn.allocate_tensor_on_device
+            self.tokens = alloc(ttnn.Shape([1, bucket]), ttnn.uint32, rm, device)
+            self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
+            self.page_table = alloc(ttnn.Shape([bucket, max_pages]), ttnn.int32, rm, device)
+            self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
+            self.page_table_host = None
+        else:
+            tokens, positions, page_table, slots = host
+            mapper = ttnn.ReplicateTensorToMesh(device)
+
+            def put(values, shape, dtype):
+                return ttnn.from_torch(values.reshape(shape), dtype=dtype, layout=rm, device=device,
+                                       mesh_mapper=mapper)
+            with warnings.catch_warnings():
+                # upstream acknowledges these as corruptible (trace-buffer reuse opt-in); the
+                # hazard is the mechanism, so the warning is expected here
+                warnings.filterwarnings("ignore", message="Allocating device buffers is unsafe")
+                self.tokens = put(int32_tensor(map(_int32_bits, tokens)), (1, bucket), ttnn.uint32)
+                self.positions = put(int32_tensor(positions), (bucket,), ttnn.int32)
+                self.page_table = put(int32_tensor(page_table, rows=True), (bucket, max_pages), ttnn.int32)
+                self.slots = put(int32_tensor(slots), (bucket,), ttnn.int32)
+            self.page_table_host = page_table
+        self.slots_host: tuple[int, ...] | None = None if host is None else tuple(host[3])
+        # host mirrors for the what-if asynchronous merge read (persistent host tensors)
         self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
         self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
         self.executed = False
-        self.page_table_host: tuple[tuple[int, ...], ...] | None = None  # what the device holds
         self.trace_id = None
         self.logits = None
 
@@ -169,6 +197,8 @@ class Generator:
         self.on_merge = on_merge
         self._traces: dict[int, _DecodeTrace] = {}
         self._last_bucket: int | None = None
+        self._last_run: _DecodeTrace | None = None
+        self._mode: str | None = None  # "prefill" / "decode": F1's mode, whose switch reloads
         # slots prefilled since their last decode; the merge reads it only with the fix on
         # (production's Qwen path never consulted it); replays show it as a diagnostic
         self._slots_prefilled_since_decode: set[int] = set()
@@ -205,17 +235,20 @@ class Generator:
                                         start_pos=starts[i])
             out.append(int(torch.argmax(logits)))
             self._slots_prefilled_since_decode.add(slot)
+        self._mode = "prefill"
         return torch.tensor(out, dtype=torch.int64)
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
                        read_from_device=True, sampling_params=None, reset_batch=False,
                        slot_remap=None) -> DecodeOutput:
-        """One decode step for rows = slots 0..len(start_pos)-1 (position -1 = inactive row).
+        """One decode step; row ``r`` holds state slot ``r`` (position -1 = a padding row).
 
         ``tokens`` [B, 1] / ``start_pos`` [B] are the host's view; the device's own buffers win
-        between resets. Returns a DecodeOutput, or with ``read_from_device`` the sampled tokens
-        [B, 1] (model/protocol.py).
+        between resets. ``slot_remap`` [max_slots] (row ``i`` takes slot ``remap[i]``'s state)
+        is applied once, to the model's per-slot state and to the device rows the merge reads,
+        so that afterwards row ``i`` is slot ``i``. Returns a DecodeOutput, or with
+        ``read_from_device`` the sampled tokens [B, 1] (model/protocol.py).
         """
         # the host's rows as plain ints: a batch is at most 8 rows, and torch ops on tensors
         # that small cost more than the bookkeeping itself
@@ -223,44 +256,51 @@ class Generator:
         active = [r for r, p in enumerate(host_pos) if p >= 0]
         if not active:
             raise ValueError("decode_forward: no active row (every start_pos is -1)")
+        remap = self._check_remap(slot_remap)
+        mode_switched = self._mode != "decode"  # the first decode after a prefill (F1)
+        self._mode = "decode"
+        reload = reset_batch or mode_switched
         needed = max(active) + 1
-        if reset_batch or self._last_bucket is None or self._last_bucket < needed:
-            bucket = self.bucket_policy(needed)  # the bucket is chosen when the batch is (re)set
-        else:
-            bucket = self._last_bucket
+        # upstream's width: the smallest bucket holding every valid row (qwen36's per-width
+        # stores; rows front-packed there, so the highest valid row + 1). Between reloads the
+        # rows cannot change, so the policy (which may force a bigger bucket, a seeded knob)
+        # is asked at reloads only
+        bucket = self.bucket_policy(needed) if reload or self._last_bucket is None else self._last_bucket
         if bucket < needed or bucket not in BUCKETS:
-            raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows")
+            raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows"
+                             + ("" if reload else " (the rows changed without reset_batch)"))
         host_tok, host_pos = self._pad(host_tok, bucket, 0), self._pad(host_pos, bucket, -1)
-        gaps = {r for r, p in enumerate(host_pos) if p < 0}
         given = int_list(page_table)  # one row of page ids per host row ([rows, max_pages])
         if any(len(row) != self.max_pages for row in given[:bucket]):
             raise ValueError(f"decode_forward: page_table rows must hold max_pages={self.max_pages} page ids")
-        zero = (0,) * self.max_pages  # gaps and rows past the host's are neutral
-        pt = tuple(zero if r in gaps or r >= len(given) else tuple(given[r]) for r in range(bucket))
-        slots = list(range(bucket)) if slot_remap is None else self._pad(int_list(slot_remap), bucket, -1)
-        for r in gaps:
-            slots[r] = -1
+        zero = (0,) * self.max_pages  # padding rows and rows past the host's are neutral
+        pt = tuple(zero if host_pos[r] < 0 or r >= len(given) else tuple(given[r]) for r in range(bucket))
+        slots = tuple(r if host_pos[r] >= 0 else -1 for r in range(bucket))
+        if remap is not None:
+            self.model.gather_slots(remap)  # the state follows its request, once
 
-        self._allocate_inputs()
-        trace = self._traces[bucket]
-        trace.capture()
+        trace, created = self._store(bucket, host_tok, host_pos, pt, slots)
         fresh = not trace.executed
-        changed = reset_batch or bucket != self._last_bucket or fresh
-        self._write_if_changed(trace, pt, slots)
+        merge_runs = self.flags.merge and reload and (not created or self.flags.whatif_never_run_bucket)
         if not self.flags.merge:
-            self._write_inputs(trace, host_tok, host_pos)
-        elif changed:
-            # production reads the buffers of the trace it is about to run; after a bucket
-            # change they hold that bucket's last batch (or, never run, whatever memory held)
+            self._write_tokens(trace, host_tok, host_pos)  # the pre-merge behaviour: host inputs always
+        elif merge_runs:
+            # upstream reads the inputs of the trace it is about to run (qwen36 binds the target
+            # width's store first); after a width change they hold that width's last batch
             source = trace
             if self.flags.merge_from_last_run and self._last_bucket is not None:
                 source = self._traces[self._last_bucket]
-            tok, pos = self._merge(source, bucket, not source.executed, host_tok, host_pos)
-            self._write_inputs(trace, tok, pos)
+            tok, pos = self._merge(source, bucket, fresh, host_tok, host_pos, remap)
+            self._write_tokens(trace, tok, pos)
+        elif reload and not created:
+            self._write_tokens(trace, host_tok, host_pos)
+        self._write_tables(trace, pt, slots, force=reload and not created)
+        trace.capture()
         trace.run()
         self._last_bucket = bucket
-        # a slot stops being "prefilled since the last decode" once it has decoded
-        self._slots_prefilled_since_decode.difference_update(active)
+        self._last_run = trace
+        # F1: the whole set is cleared after every decode, merge or not
+        self._slots_prefilled_since_decode.clear()
         self._step += 1
         out = DecodeOutput(trace, bucket)
         if read_from_device:
@@ -300,48 +340,82 @@ class Generator:
             t = ttnn.get_device_tensors(t)[0]
         return ttnn.to_torch(t).reshape(-1).tolist()
 
+    def _check_remap(self, slot_remap) -> list[int] | None:
+        """``slot_remap`` as ints, or None for the identity (the plugin sends None then)."""
+        if slot_remap is None:
+            return None
+        remap = int_list(slot_remap)
+        if sorted(remap) != list(range(self.max_slots)):
+            raise ValueError(f"decode_forward: slot_remap must be a permutation of 0..{self.max_slots - 1}, "
+                             f"got {remap}")
+        return None if remap == list(range(self.max_slots)) else remap
+
+    def _store(self, bucket: int, host_tok, host_pos, pt, slots) -> tuple[_DecodeTrace, bool]:
+        """The width's trace store, and whether this call created it (from the host's inputs)."""
+        if self.flags.whatif_never_run_bucket and not self._traces:
+            self._allocate_inputs()
+        if bucket in self._traces:
+            return self._traces[bucket], False
+        self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket, self.max_pages,
+                                            self.enable_trace, host=(host_tok, host_pos, pt, slots))
+        return self._traces[bucket], True
+
     def _upload(self, values: torch.Tensor, like, dtype) -> None:
         """Write int32 ``values`` into device tensor ``like`` (same number of elements)."""
         ttnn = self.ttnn
         host = ttnn.from_torch(values.reshape(tuple(like.shape)), dtype=dtype, layout=ttnn.ROW_MAJOR_LAYOUT)
         ttnn.copy_host_to_device_tensor(host, like)
 
-    def _write_if_changed(self, trace: _DecodeTrace, page_table: tuple, slots: list[int]) -> None:
-        if trace.page_table_host != page_table:
+    def _write_tables(self, trace: _DecodeTrace, page_table: tuple, slots: tuple, force: bool) -> None:
+        """The page table and slot map: on a reload (upstream copies every host input then),
+        else where the host's differ from what was last written."""
+        if force or trace.page_table_host != page_table:
             self._upload(int32_tensor(page_table, rows=True), trace.page_table, self.ttnn.int32)
             trace.page_table_host = page_table
-        self._upload(int32_tensor(slots), trace.slots, self.ttnn.int32)
+        if force or trace.slots_host != slots:
+            self._upload(int32_tensor(slots), trace.slots, self.ttnn.int32)
+            trace.slots_host = slots
 
-    def _write_inputs(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
+    def _write_tokens(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
         # staged as int32 bit patterns: a uint32 token of 2**31 or more wraps, as production's
         # int32 staging does
         self._upload(int32_tensor(map(_int32_bits, tokens)), trace.tokens, self.ttnn.uint32)
         self._upload(int32_tensor(map(_int32_bits, positions)), trace.positions, self.ttnn.int32)
 
     def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[list[int], list[int]]:
-        """Read the trace's token/position buffers into its host mirrors.
+        """The trace's token/position inputs as the merge reads them.
 
-        As in production, the reads are non-blocking and the merge synchronises on the event
-        of the last decode output read: that event covers the device work being read, not
-        these two reads. If the device lags, a mirror still holds what the previous read
-        left there (an older batch)."""
+        Upstream: a blocking ``to_torch`` of shard 0 of each, which waits for the queued device
+        work. What-if ``whatif_async_merge_read``: non-blocking copies into host mirrors,
+        synchronised on the last decode output read's event, which covers the device work but
+        not these copies; with a lagging queue a mirror still holds an older read."""
         ttnn = self.ttnn
-        ttnn.copy_device_to_host_tensor(trace.tokens, trace.tok_mirror, blocking=False)
-        ttnn.copy_device_to_host_tensor(trace.positions, trace.pos_mirror, blocking=False)
-        if self.flags.synced_merge_reads:
-            ttnn.event_synchronize(ttnn.record_event(self.mesh_device, 0))
-        elif self._last_read_event is not None:
-            ttnn.event_synchronize(self._last_read_event)
-        dev_tok = [t & 0xFFFFFFFF for t in self._host_ints(trace.tok_mirror)[:bucket]]
-        dev_pos = self._host_ints(trace.pos_mirror)[:bucket]
+        if self.flags.whatif_async_merge_read:
+            ttnn.copy_device_to_host_tensor(trace.tokens, trace.tok_mirror, blocking=False)
+            ttnn.copy_device_to_host_tensor(trace.positions, trace.pos_mirror, blocking=False)
+            if self._last_read_event is not None:
+                ttnn.event_synchronize(self._last_read_event)
+            tok_src, pos_src = trace.tok_mirror, trace.pos_mirror
+        else:
+            tok_src, pos_src = trace.tokens, trace.positions
+        dev_tok = [t & 0xFFFFFFFF for t in self._host_ints(tok_src)[:bucket]]
+        dev_pos = self._host_ints(pos_src)[:bucket]
         return dev_tok, dev_pos
 
-    def _merge(self, trace, bucket, fresh, host_tok, host_pos) -> tuple[list[int], list[int]]:
+    def _merge(self, trace, bucket, fresh, host_tok, host_pos, remap) -> tuple[list[int], list[int]]:
         """The production merge of device and host inputs, with the switchable fixes."""
         dev_tok, dev_pos = self._read_device_state(trace, bucket)
-        missing = bucket - trace.bucket  # rows the source trace never had: no device state
+        if remap is not None:
+            # F1 gathers the device rows by the remap before the rule; a slot the source width
+            # never had holds no device state
+            dev_tok = [dev_tok[s] if s < len(dev_tok) else 0 for s in remap[:bucket]]
+            dev_pos = [dev_pos[s] if s < len(dev_pos) else -1 for s in remap[:bucket]]
+        missing = bucket - len(dev_tok)  # rows the source trace never had: no device state
         dev_tok, dev_pos = dev_tok + [0] * missing, dev_pos + [-1] * missing
-        recorded = [slot in self._slots_prefilled_since_decode for slot in range(bucket)]
+        # F1 forces the host on ROW ``slot`` for each marked slot, after the gather; the
+        # candidate fix forces the row the slot's state was gathered to
+        follow = self.flags.marks_follow_remap and remap is not None
+        recorded = [(remap[r] if follow else r) in self._slots_prefilled_since_decode for r in range(bucket)]
         site = MergeSite(self._step, bucket, self._last_bucket, fresh, trace.bucket, self.max_context,
                          dev_tok, dev_pos, host_tok, host_pos, recorded)
         return self._decide(site).merged(dev_tok, host_tok, host_pos)
@@ -356,16 +430,18 @@ class Generator:
         return d
 
     def _allocate_inputs(self) -> None:
+        """What-if ``whatif_never_run_bucket``: every width's inputs, uninitialized, at once."""
         if not self._traces:
             for bucket in BUCKETS:
                 self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
                                                     self.max_pages, self.enable_trace)
 
     def warm_up(self) -> int:
-        """Allocate every bucket's inputs and capture every trace now (instead of at first use);
-        returns how many decode traces are captured."""
-        self._allocate_inputs()
-        for trace in self._traces.values():
+        """Capture a decode trace for every width now (instead of at first use), each on inputs
+        created from an idle batch (every row at position -1); returns how many are captured."""
+        for bucket in BUCKETS:
+            idle = (0,) * self.max_pages
+            trace, _ = self._store(bucket, [0] * bucket, [-1] * bucket, (idle,) * bucket, (-1,) * bucket)
             trace.capture()
         return len(self._traces)
 

@@ -81,6 +81,11 @@ class MarkovModel:
         if not 0 <= slot < self.max_slots:
             raise ValueError(f"slot {slot} is outside 0..{self.max_slots - 1}")
 
+    def gather_slots(self, remap) -> None:
+        """Row ``i`` takes slot ``remap[i]``'s state: this model keeps none, so only the remap is checked."""
+        if sorted(remap) != list(range(self.max_slots)):
+            raise ValueError(f"gather_slots: remap must be a permutation of 0..{self.max_slots - 1}, got {list(remap)}")
+
     def _logits(self, token_ids, position_ids):
         """[1, B] uint32 ids -> [1, 1, B, vocab] bf16 logits (device ops only)."""
         ttnn = self.ttnn

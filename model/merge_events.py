@@ -7,6 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def kept_wrong(source: str, dev_token: int, dev_pos: int, host_token: int, host_pos: int) -> bool:
+    """A row kept from the device although the host (fresh at resets) disagrees: on the
+    position, or on the token of a live row (a padding row's token is never used)."""
+    return source == "device" and (dev_pos != host_pos or (host_pos >= 0 and dev_token != host_token))
+
+
 @dataclass
 class MergeRow:
     slot: int
@@ -45,7 +51,5 @@ class MergeEvent:
     inputs: MergeInputs | None = None  # what the decision read, for recording and replay
 
     def kept_wrong(self) -> list[MergeRow]:
-        """Rows whose device token/position was kept although the host (fresh at resets)
-        disagrees on either."""
-        return [r for r in self.rows
-                if r.source == "device" and (r.dev_token != r.host_token or r.dev_pos != r.host_pos)]
+        """Rows whose device token/position was kept although the host disagrees (:func:`kept_wrong`)."""
+        return [r for r in self.rows if kept_wrong(r.source, r.dev_token, r.dev_pos, r.host_token, r.host_pos)]

@@ -3,8 +3,8 @@
 The generator calls it on live reads; ``ttsim replay --trace`` calls the same function on
 reads recorded from any run (sim or card), so a recorded failure is re-decided by exactly
 the code that made it. Reading the device (which buffers, which event) stays in the
-generator: the flags ``merge_from_last_run`` and ``synced_merge_reads`` change what is
-read, not how it is decided.
+generator: the flag ``merge_from_last_run`` and the what-if ``whatif_async_merge_read``
+change what is read, not how it is decided.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ class MergeDecision:
 def decide_merge(flags: GeneratorFlags, max_context: int, dev_tok, dev_pos, host_tok, host_pos,
                  prefilled) -> MergeDecision:
     """Production's rule with the switchable fixes. ``dev_*`` are the reads padded to the
-    bucket (rows the source trace never had: token 0, position -1); ``prefilled`` marks slots
-    prefilled since their last decode (consulted only with the prefilled-slot fix). Each
+    bucket (rows the source trace never had: token 0, position -1); ``prefilled`` marks the
+    rows whose index is a slot prefilled since the last decode (consulted only with the
+    prefilled-slot fix; upstream indexes rows by slot after the remap gather). Each
     argument is a row of ints (bools for ``prefilled``): a list or a 1-D tensor."""
     del dev_tok  # the decision depends on positions only; kept in the signature for symmetry
     dev_pos, host_pos = int_list(dev_pos), int_list(host_pos)
@@ -53,9 +54,12 @@ def decide_merge(flags: GeneratorFlags, max_context: int, dev_tok, dev_pos, host
     if flags.position_clamp:
         dev_pos = [-1 if p < 0 or p >= max_context else p for p in dev_pos]
     host_active = [p >= 0 for p in host_pos]
-    keep = [a and (d == h or d == h + 1) for a, d, h in zip(host_active, dev_pos, host_pos)]
-    reasons = ["inactive" if not a else ("device ahead/equal" if k else "positions differ")
-               for a, k in zip(host_active, keep)]
+    # upstream (tt-metal generator.py @ 50868c00) applies the rule to EVERY row: a padding row
+    # (host -1) keeps the device's token and position where the device shows -1 or 0
+    keep = [d == h or d == h + 1 for d, h in zip(dev_pos, host_pos)]
+    reasons = [("device ahead/equal" if k else "positions differ") if a
+               else ("pad row: device kept" if k and d >= 0 else "inactive")
+               for a, k, d in zip(host_active, keep, dev_pos)]
     if flags.prefilled_slots_fix:
         for r, pre in enumerate(int_list(prefilled)):
             if pre:

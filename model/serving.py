@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 
 from .host_ints import int32_tensor
+from .plugin_batch import PluginBatch
 from .protocol import host_tokens
 
 
@@ -61,15 +62,17 @@ class TTRunner:
         self.gen = generator
         self.ttnn = ttnn
         # ``plugin_layout`` (with the plugin's phased steps): the Tenstorrent plugin's decode
-        # inputs and reset rule. Rows are padded to the capacity (``max_slots``, position -1),
-        # and ``reset_batch`` is set whenever the decode layout changed since the last decode:
-        # the plugin's persistent batch drops what a step does not schedule (every decode,
-        # in a prefill step) and re-adds it, and a finished or preempted request leaves it, so
-        # the flag is sticky across steps until a decode consumes it. Off: reset when the set
-        # of decoding (slot, request) pairs differs from the last decode's, rows up to the
-        # highest active slot.
+        # layout (model/plugin_batch.py). Rows are the persistent batch's, condensed, padded to
+        # the capacity (``max_slots``, position -1); state slots follow the request and a decode
+        # whose rows moved sends ``slot_remap``; ``reset_batch`` is set whenever the layout
+        # changed since the last decode (sticky until a decode consumes it). Off: every
+        # request keeps one stable slot as its row, rows up to the highest active slot, and a
+        # reset when the set of decoding (slot, request) pairs differs from the last decode's.
         self.plugin_layout = plugin_layout
+        self.batch = PluginBatch(max_slots) if plugin_layout else None
         self._layout_changed = True
+        self._row_ids: list[str | None] = []  # the request of each row of the decode in flight
+        self._prefilled_since_decode = False
         # the runner owns the merge hook of a generator that reports merges (ours does): it
         # tags each merge row with the request holding that slot, then hands it to ``on_merge``
         self.on_merge = on_merge
@@ -87,7 +90,7 @@ class TTRunner:
 
     def _tag_merge(self, event) -> None:
         for row in event.rows:
-            row.request_id = self.slots[row.slot] if row.slot < len(self.slots) else None
+            row.request_id = self._row_ids[row.slot] if row.slot < len(self._row_ids) else None
             st = self.reqs.get(row.request_id) if row.request_id is not None else None
             row.host_prefilled = st is not None and st.fresh
         if self.on_merge is not None:
@@ -147,14 +150,22 @@ class TTRunner:
             st.computed = c.num_computed_tokens[i]
 
         order = list(so.num_scheduled_tokens)  # scheduling order
+        if self.batch is not None:
+            self._layout_changed |= self.batch.update(
+                so.finished_req_ids, so.num_scheduled_tokens, [nr.req_id for nr in so.scheduled_new_reqs],
+                c.req_ids, self.reqs)
+            order_rows = [rid for rid in self.batch.row_ids if rid in so.num_scheduled_tokens]
+            prefills = [rid for rid in order_rows if not self.reqs[rid].prefilled]
+            for rid, slot in zip(prefills, self.batch.prefill_slots(prefills, self.reqs) if prefills else ()):
+                self.reqs[rid].slot = slot
         sampled: dict[str, list[int]] = {}
         decode_rows: list[_ReqState] = []
-        for rid in order:
+        for rid in (order if self.batch is None else order_rows):
             st = self.reqs[rid]
             n = so.num_scheduled_tokens[rid]
             if not st.prefilled:
-                self._layout_changed = True  # a prefill step: the decodes it leaves out leave the layout
-                self._place(st)
+                if self.batch is None:
+                    self._place(st)
                 end = st.computed + n
                 sampled[rid] = self._prefill(st, end)
                 st.computed = end
@@ -188,6 +199,7 @@ class TTRunner:
         firsts = self.gen.prefill_forward(tokens, table, prompt_lens=torch.tensor([upto]), empty_slots=[st.slot],
                                           start_pos=torch.tensor([st.upto]))
         st.upto = upto
+        self._prefilled_since_decode = True
         if not final:  # a chunk that does not end the prompt: its token is not an output
             return []
         first = int(firsts[0])
@@ -196,22 +208,36 @@ class TTRunner:
         return [first]
 
     def _decode(self, rows: list[_ReqState], sampled: dict[str, list[int]]) -> None:
-        batch = tuple(sorted((st.slot, st.req_id) for st in rows))
-        reset = batch != self._last_batch or (self.plugin_layout and self._layout_changed)
+        remap = None
+        if self.batch is not None:  # the plugin's rows: condensed, state gathered to them
+            remap = self.batch.decode_remap([st.req_id for st in rows])
+            for st in rows:
+                st.slot = self.batch.slot_of[st.req_id]  # the row its state now lives in
+            reset = self._layout_changed
+            width = self.max_slots
+        else:
+            batch = tuple(sorted((st.slot, st.req_id) for st in rows))
+            reset = batch != self._last_batch
+            self._last_batch = batch
+            width = max(st.slot for st in rows) + 1
         self._layout_changed = False
-        if reset:
-            self.resolve_pending()  # the host must know every continuing row's last token
-        width = self.max_slots if self.plugin_layout else max(st.slot for st in rows) + 1
+        if reset or self._prefilled_since_decode:
+            # the generator reloads (and merges) at a reset and at the first decode after a
+            # prefill (F1's mode switch): the host must know every continuing row's last token
+            self.resolve_pending()
+        self._prefilled_since_decode = False
         tokens, positions = [0] * width, [-1] * width
         table = [(0,) * self.max_pages] * width  # rows of page ids
+        self._row_ids = [None] * width
         for st in rows:
             tokens[st.slot] = st.tokens[-1]  # stale by one step unless resolved
             positions[st.slot] = st.computed
             table[st.slot] = self._page_row(st)
+            self._row_ids[st.slot] = st.req_id
         out = self.gen.decode_forward(torch.tensor(tokens, dtype=torch.int64).reshape(-1, 1), int32_tensor(positions),
-                                      int32_tensor(table, rows=True), reset_batch=reset, read_from_device=False)
+                                      int32_tensor(table, rows=True), reset_batch=reset, read_from_device=False,
+                                      slot_remap=None if remap is None else int32_tensor(remap))
         read = self.gen.read_decode_output(out, async_read=True)  # enqueued now, waited on later
-        self._last_batch = batch
         self._pending.append((read, [(st.slot, st.req_id) for st in rows], sampled))
         for st in rows:
             st.computed += 1

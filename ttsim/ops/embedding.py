@@ -75,10 +75,13 @@ def embedding(
         idx = tok.reshape(batch, seq) if ids._dtype == DataType.UINT32 else tok.reshape(batch, seq).to(torch.int64)
         lo, hi = torch.aminmax(idx) if idx.numel() else (0, 0)
         if int(lo) < 0 or int(hi) >= vocab:
-            wide = idx.reshape(-1).to(torch.int64) & 0xFFFFFFFF if ids._dtype == DataType.UINT32 else idx.reshape(-1)
-            first = wide[(wide < 0) | (wide >= vocab)][0].item()
-            raise TTFatal(f"{op}: token id {first} in input_tensor is outside the weight's vocab [0, {vocab})")
-        out = torch.embedding(table.reshape(vocab, hidden), idx)  # [batch, seq, hidden]
+            # a card does not check device-resident ids: the kernel reads past the table.
+            # ttsim gives such a row zeros (what lies past the table is not modelled)
+            bad = (idx < 0) | (idx >= vocab)
+            out = torch.embedding(table.reshape(vocab, hidden), torch.where(bad, 0, idx).to(torch.int64))
+            out = torch.where(bad.unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
+        else:
+            out = torch.embedding(table.reshape(vocab, hidden), idx)  # [batch, seq, hidden]
         if pad is not None:
             out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         return out
