@@ -1,21 +1,30 @@
 """The generator: prefill, traced decode with on-device sampling, and the async-ahead merge.
 
-It mirrors the production interface (prefill_forward, decode_forward, read_decode_output,
-process_decode_output_host). Decode runs as one trace per batch bucket (1/2/4/8 rows);
-each trace owns persistent device input buffers (tokens, positions, page table, slot
-map) allocated with ``allocate_tensor_on_device``, so they start UNINITIALIZED. Inside
-the trace, argmax writes each sampled token into the trace's own token buffer and
-``plus_one`` advances its positions (rows at -1 stay -1): between batch changes the
-device is authoritative and the host's inputs are ignored.
+It speaks the protocol the Tenstorrent plugin drives (model/protocol.py) and builds each
+mechanism as upstream tt-metal does (``models/tt_transformers/tt/generator.py`` @ 50868c00,
+F1; qwen36's per-width trace stores; docs/fidelity.md names each source):
 
-When the batch changes (``reset_batch``, or a different bucket), the generator reads
-the target trace's token/position buffers (non-blocking, into persistent host mirrors)
-and merges them with the host's per row (production rule): keep the device token where
-``dev_pos == host_pos`` or ``dev_pos == host_pos + 1``, else take the host's. The fixes
-in :mod:`model.flags` guard that merge. Nothing here knows which seed or fault is in
-force: the defects come from what the buffers and mirrors really hold -- a bucket's
-buffers left from an older batch, a mirror whose read had not landed, memory that was
-never written.
+- Decode runs as one captured trace per width (1/2/4/8 rows). A width's persistent inputs
+  (tokens, positions, page table, slot map) are created from the host's inputs of its first
+  decode, so they start initialized; a width first used after another width's trace was
+  captured may sit where that trace writes its intermediates, and that trace's replays
+  overwrite it (trace-buffer reuse, which qwen36 opts into): the route by which activation
+  bytes reach a position buffer.
+- Inside the trace argmax writes each sampled token into the trace's own token input and
+  ``plus_one`` advances its positions: between reloads the device is authoritative.
+- A reload is a ``reset_batch`` or the first decode after a prefill (F1's mode switch). At a
+  reload into a width that already has a trace, the merge reads that width's token and
+  position inputs (a blocking read of shard 0), gathers them by ``slot_remap``, and keeps
+  per row (every row: there is no activity mask) the device's token and position where
+  ``dev_pos == host_pos`` or ``dev_pos == host_pos + 1``, else the host's; then every input
+  is copied from the host. The fixes in :mod:`model.flags` guard that rule.
+- The slots prefilled since the last decode are marked on every prefill call and all
+  cleared after every decode; the fix forces the host on row ``slot`` (after the gather).
+
+Nothing here knows which seed or fault is in force: the defects come from what the buffers
+really hold -- a width's inputs left from an older batch, another trace's intermediates.
+The what-if knobs (``whatif_*``) switch on mechanisms beyond upstream, for the labelled
+``what-if`` arm only.
 """
 
 from __future__ import annotations
@@ -170,7 +179,15 @@ class DecodeOutput:
     event: object = None
 
 
+#: the decode input-update contract's four commands (tt-metal models/common/decode_contract.py)
+CONTRACT_COMMANDS = ("reload_inputs", "reload_page_table", "reload_sampling_params", "reset_sampling_state")
+
+
 class Generator:
+    #: 0: the legacy ``reset_batch`` protocol (what the plugin at e3fc8494 sends); 1: the reload
+    #: commands (``decode_contract.py``), chosen per instance with ``decode_contract=``
+    decode_input_update_contract = 0
+
     def __init__(
         self,
         model,
@@ -184,7 +201,11 @@ class Generator:
         enable_trace: bool = True,
         bucket_policy: Callable[[int], int] | None = None,
         on_merge: Callable[[MergeEvent], None] | None = None,
+        decode_contract: int = 0,
     ):
+        if decode_contract not in (0, 1):
+            raise ValueError(f"decode_contract must be 0 (reset_batch) or 1 (reload commands), got {decode_contract!r}")
+        self.decode_input_update_contract = decode_contract
         self.model = model
         self.ttnn = ttnn
         self.mesh_device = mesh_device
@@ -197,7 +218,6 @@ class Generator:
         self.on_merge = on_merge
         self._traces: dict[int, _DecodeTrace] = {}
         self._last_bucket: int | None = None
-        self._last_run: _DecodeTrace | None = None
         self._mode: str | None = None  # "prefill" / "decode": F1's mode, whose switch reloads
         # slots prefilled since their last decode; the merge reads it only with the fix on
         # (production's Qwen path never consulted it); replays show it as a diagnostic
@@ -240,8 +260,8 @@ class Generator:
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
-                       read_from_device=True, sampling_params=None, reset_batch=False,
-                       slot_remap=None) -> DecodeOutput:
+                       read_from_device=True, sampling_params=None, reset_batch=None,
+                       slot_remap=None, **commands) -> DecodeOutput:
         """One decode step; row ``r`` holds state slot ``r`` (position -1 = a padding row).
 
         ``tokens`` [B, 1] / ``start_pos`` [B] are the host's view; the device's own buffers win
@@ -249,7 +269,12 @@ class Generator:
         is applied once, to the model's per-slot state and to the device rows the merge reads,
         so that afterwards row ``i`` is slot ``i``. Returns a DecodeOutput, or with
         ``read_from_device`` the sampled tokens [B, 1] (model/protocol.py).
+
+        With ``decode_input_update_contract = 1`` it takes the reload commands instead of
+        ``reset_batch`` (model/protocol.py, tt-metal ``models/common/decode_contract.py``).
         """
+        staging = self._staging(reset_batch, commands)
+        reset_batch = bool(reset_batch)
         # the host's rows as plain ints: a batch is at most 8 rows, and torch ops on tensors
         # that small cost more than the bookkeeping itself
         host_pos, host_tok = int_list(start_pos), [t[0] if isinstance(t, list) else t for t in int_list(tokens)]
@@ -259,7 +284,8 @@ class Generator:
         remap = self._check_remap(slot_remap)
         mode_switched = self._mode != "decode"  # the first decode after a prefill (F1)
         self._mode = "decode"
-        reload = reset_batch or mode_switched
+        # under the contract the caller owns the reload policy: no forced reloads of our own
+        reload = reset_batch or mode_switched if staging is None else staging == "all"
         needed = max(active) + 1
         # upstream's width: the smallest bucket holding every valid row (qwen36's per-width
         # stores; rows front-packed there, so the highest valid row + 1). Between reloads the
@@ -268,7 +294,7 @@ class Generator:
         bucket = self.bucket_policy(needed) if reload or self._last_bucket is None else self._last_bucket
         if bucket < needed or bucket not in BUCKETS:
             raise ValueError(f"decode_forward: bucket {bucket} cannot hold {needed} rows"
-                             + ("" if reload else " (the rows changed without reset_batch)"))
+                             + ("" if reload else " (the rows changed without a reload: reset_batch or reload_inputs)"))
         host_tok, host_pos = self._pad(host_tok, bucket, 0), self._pad(host_pos, bucket, -1)
         given = int_list(page_table)  # one row of page ids per host row ([rows, max_pages])
         if any(len(row) != self.max_pages for row in given[:bucket]):
@@ -281,8 +307,11 @@ class Generator:
 
         trace, created = self._store(bucket, host_tok, host_pos, pt, slots)
         fresh = not trace.executed
-        merge_runs = self.flags.merge and reload and (not created or self.flags.whatif_never_run_bucket)
-        if not self.flags.merge:
+        merge_runs = (staging is None and self.flags.merge and reload
+                      and (not created or self.flags.whatif_never_run_bucket))
+        if staging is not None:
+            self._stage_commanded(trace, staging, created, remap, host_tok, host_pos, pt, slots)
+        elif not self.flags.merge:
             self._write_tokens(trace, host_tok, host_pos)  # the pre-merge behaviour: host inputs always
         elif merge_runs:
             # upstream reads the inputs of the trace it is about to run (qwen36 binds the target
@@ -292,13 +321,12 @@ class Generator:
                 source = self._traces[self._last_bucket]
             tok, pos = self._merge(source, bucket, fresh, host_tok, host_pos, remap)
             self._write_tokens(trace, tok, pos)
-        elif reload and not created:
-            self._write_tokens(trace, host_tok, host_pos)
-        self._write_tables(trace, pt, slots, force=reload and not created)
+        # (a width's first decode, always a reload, runs on the host inputs it was created from)
+        if staging is None:
+            self._write_tables(trace, pt, slots, force=reload and not created)
         trace.capture()
         trace.run()
         self._last_bucket = bucket
-        self._last_run = trace
         # F1: the whole set is cleared after every decode, merge or not
         self._slots_prefilled_since_decode.clear()
         self._step += 1
@@ -339,6 +367,45 @@ class Generator:
         if self.mesh_device.get_num_devices() > 1:
             t = ttnn.get_device_tensors(t)[0]
         return ttnn.to_torch(t).reshape(-1).tolist()
+
+    def _staging(self, reset_batch, commands: dict) -> str | None:
+        """None for the legacy ``reset_batch`` protocol; else what the reload commands ask to
+        copy into the trace inputs: "all", "page_table_only" or "none" (decode_contract.py)."""
+        if self.decode_input_update_contract != 1:
+            if commands:
+                raise TypeError(f"decode_forward: unexpected argument(s) {', '.join(sorted(commands))} "
+                                f"(this generator speaks reset_batch; decode_input_update_contract = 0)")
+            return None
+        if reset_batch is not None:
+            raise ValueError("decode_forward: reset_batch is not part of the decode input-update contract; send "
+                             "reload_inputs / reload_page_table / reload_sampling_params / reset_sampling_state")
+        unknown = sorted(set(commands) - set(CONTRACT_COMMANDS))
+        missing = [c for c in CONTRACT_COMMANDS if c not in commands]
+        if unknown or missing:
+            raise TypeError(f"decode_forward: the contract takes exactly {', '.join(CONTRACT_COMMANDS)}; "
+                            + (f"unexpected {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"))
+        if commands["reload_inputs"] and commands["reload_page_table"]:
+            raise ValueError("decode_forward: reload_page_table is the page-table-only copy and is meaningless with "
+                             "reload_inputs=True, which already restages page tables")
+        # greedy on-device sampling holds no sampling state: the two sampling commands have nothing to do
+        return "all" if commands["reload_inputs"] else "page_table_only" if commands["reload_page_table"] else "none"
+
+    def _stage_commanded(self, trace, staging: str, created: bool, remap, host_tok, host_pos, pt, slots) -> None:
+        """The contract's copy: everything from the host ("all"), else the device's token and
+        position state kept (moved by ``slot_remap`` exactly once) with, for
+        "page_table_only", the page table and slot map from the host."""
+        if staging == "all":
+            if not created:
+                self._write_tokens(trace, host_tok, host_pos)
+                self._write_tables(trace, pt, slots, force=True)
+            return
+        if remap is not None:
+            tok, pos = self._read_device_state(trace, trace.bucket)
+            tok = [tok[s] if s < len(tok) else 0 for s in remap[:trace.bucket]]
+            pos = [pos[s] if s < len(pos) else -1 for s in remap[:trace.bucket]]
+            self._write_tokens(trace, tok, pos)
+        if staging == "page_table_only":
+            self._write_tables(trace, pt, slots, force=True)
 
     def _check_remap(self, slot_remap) -> list[int] | None:
         """``slot_remap`` as ints, or None for the identity (the plugin sends None then)."""

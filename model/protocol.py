@@ -19,6 +19,14 @@ subclass is another. Read from tt-metal's ``models/tt_transformers/tt/generator.
 - ``read_decode_output(out, async_read=True)`` returns ``(host_output, read_events)``; the
   caller waits on the events with ``ttnn.event_synchronize`` and then calls
   ``process_decode_output_host(host_output, is_tokens=True)``, which returns tokens [B, 1].
+
+Two dialects of ``decode_forward``, chosen by the generator's ``decode_input_update_contract``:
+0 (or absent) is the legacy ``reset_batch``, what the plugin at e3fc8494 sends and so what
+production's generator speaks; 1 is tt-metal's ``models/common/decode_contract.py``: no
+``reset_batch`` (refused by name), and instead four commands on every decode,
+``reload_inputs`` (host inputs authoritative: restage all), ``reload_page_table`` (the page
+table only), ``reload_sampling_params`` and ``reset_sampling_state``. The runner speaks
+whichever the generator declares (model/serving.py).
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ class TTRunner:
         self._layout_changed = True
         self._row_ids: list[str | None] = []  # the request of each row of the decode in flight
         self._prefilled_since_decode = False
+        self._last_table: tuple = ()
         # the runner owns the merge hook of a generator that reports merges (ours does): it
         # tags each merge row with the request holding that slot, then hands it to ``on_merge``
         self.on_merge = on_merge
@@ -234,9 +235,18 @@ class TTRunner:
             positions[st.slot] = st.computed
             table[st.slot] = self._page_row(st)
             self._row_ids[st.slot] = st.req_id
+        if getattr(self.gen, "decode_input_update_contract", 0) == 1:
+            # the reload commands (tt-metal decode_contract.py): the host is fresh here, so a
+            # reload is host-authoritative; otherwise only a changed page table is copied
+            table_changed = tuple(table) != self._last_table
+            signal = {"reload_inputs": reset, "reload_page_table": not reset and table_changed,
+                      "reload_sampling_params": reset, "reset_sampling_state": reset}
+        else:
+            signal = {"reset_batch": reset}
+        self._last_table = tuple(table)
         out = self.gen.decode_forward(torch.tensor(tokens, dtype=torch.int64).reshape(-1, 1), int32_tensor(positions),
-                                      int32_tensor(table, rows=True), reset_batch=reset, read_from_device=False,
-                                      slot_remap=None if remap is None else int32_tensor(remap))
+                                      int32_tensor(table, rows=True), read_from_device=False,
+                                      slot_remap=None if remap is None else int32_tensor(remap), **signal)
         read = self.gen.read_decode_output(out, async_read=True)  # enqueued now, waited on later
         self._pending.append((read, [(st.slot, st.req_id) for st in rows], sampled))
         for st in rows:

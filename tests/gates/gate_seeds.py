@@ -27,7 +27,7 @@ CONTROL_ENV = {"QWEN36_PREFILLED_SLOTS_FIX": "0", "QWEN36_MERGE_BATCH_GUARD": "0
 # failed in 2 of about 10 HTTP runs: stage 3 named req-10 once, and a batch-invariance copy
 # skipped one token once (a merge kept a device token one step ahead) -- the residual the
 # in-process sweeps measure for arm `all` (46 of 32000 requests; `all+reads`: 0 of 32000).
-TREATMENT_ENV = {"QWEN36_MERGE_FROM_LAST_RUN": "1", "QWEN36_SYNCED_MERGE_READS": "1"}
+TREATMENT_ENV = {"QWEN36_MERGE_FROM_LAST_RUN": "1", "QWEN36_MARKS_FOLLOW_REMAP": "1"}
 
 
 def stage3_requests(seed: int):

@@ -18,17 +18,20 @@ MAX_CTX = MARKOV.max_context
 Rows = list[tuple[int, int]]  # (token, position) per row; position -1 = inactive
 
 
-def merge_once(flags: GeneratorFlags | str, dev: Rows, host: Rows, *, prefilled: tuple[int, ...] = (),
-               last_run: Rows | None = None, lag: float = 0.0, errors: list | None = None) -> MergeEvent | None:
+def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, prefilled: tuple[int, ...] = (),
+               last_run: Rows | None = None, lag: float = 0.0, errors: list | None = None,
+               remap: list[int] | None = None) -> MergeEvent | None:
     """Decode ``host`` with ``reset_batch=True`` into bucket ``len(host)``, whose trace buffers
     hold ``dev`` (an earlier batch's, so not never-run). ``prefilled`` slots were prefilled
     since their last decode. ``last_run``: rows of another bucket's trace that ran last
     (default: the target trace ran last). ``lag``: the device's lag while the merge reads
-    (0 = every read lands). Returns the reported merge event (None if no merge ran); a
+    (0 = every read lands). ``dev=None``: the target bucket was never run and nothing was
+    written to it (what its inputs were created holding). ``remap``: the decode's
+    ``slot_remap``. Returns the reported merge event (None if no merge ran); a
     device error in the decode that follows goes to ``errors`` when given, else raises."""
     flags = ARMS[flags] if isinstance(flags, str) else flags
     bucket = len(host)
-    assert len(dev) == bucket and (last_run is None or len(last_run) != bucket)
+    assert (dev is None or len(dev) == bucket) and (last_run is None or len(last_run) != bucket)
     ttsim.set_seed(11)
     device = ttsim.open_device(device_id=0)
     device.lag = 0.0
@@ -45,14 +48,14 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows, host: Rows, *, prefilled:
         for rows in (dev, last_run):
             if rows is not None:
                 trace = gen._traces[len(rows)]
-                gen._write_inputs(trace, torch.tensor([t for t, _ in rows]), torch.tensor([p for _, p in rows]))
+                gen._write_tokens(trace, [t for t, _ in rows], [p for _, p in rows])
                 trace.executed = True
         ttsim.synchronize_device(device)
         gen._last_bucket = len(last_run) if last_run is not None else bucket
         device.lag = lag
         try:
             gen.decode_forward([t for t, _ in host], [p for _, p in host], row.repeat(bucket, 1),
-                               reset_batch=True, read_from_device=False)
+                               reset_batch=True, read_from_device=False, slot_remap=remap)
         except ttsim.TTFatal as exc:
             if errors is None:
                 raise

@@ -27,8 +27,14 @@ PROBES = {
                               lambda e: e.rows[1].dev_pos == -1 and not e.guard_rejected),
     "QWEN36_MERGE_FROM_LAST_RUN": (dict(dev=[(77, 40), (0, -1)], host=[(5, 40), (0, -1)], last_run=[(88, 40)]),
                                    lambda e: e.rows[0].dev_token == 88),
-    "QWEN36_SYNCED_MERGE_READS": (dict(dev=[(77, 40)], host=[(5, 40)], lag=1.0),
-                                  lambda e: e.rows[0].dev_token == 77),
+    "QWEN36_MARKS_FOLLOW_REMAP": (dict(dev=[(77, 40), (9, 12)], host=[(6, 12), (5, 40)], prefilled=(0,),
+                                       remap=[1, 0, 2, 3, 4, 5, 6, 7]),
+                                  lambda e: e.rows[1].source == "host"),
+    # what-if knobs: the mechanism beyond upstream is on
+    "TTSIM_WHATIF_ASYNC_MERGE_READ": (dict(dev=[(77, 40)], host=[(5, 40)], lag=1.0),
+                                      lambda e: e.rows[0].dev_token != 77),
+    "TTSIM_WHATIF_NEVER_RUN_BUCKET": (dict(dev=None, host=[(5, 40), (6, 12)]),
+                                      lambda e: e.inputs.dev_positions != [-1, -1]),
 }
 
 
@@ -106,7 +112,7 @@ def ledger_flags() -> dict[str, str]:
     """flag -> mechanism, from the ledger's flag column."""
     out = {}
     for mechanism, row in ledger_rows().items():
-        for flag in re.findall(r"QWEN36_[A-Z_]+", row["flag"]):
+        for flag in re.findall(r"(?:QWEN36|TTSIM_WHATIF)_[A-Z_]+", row["flag"]):
             out[flag] = mechanism
     return out
 

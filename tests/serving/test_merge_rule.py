@@ -97,7 +97,8 @@ def test_clamp_boundaries_on_a_row_the_host_has_inactive(arm, junk):
 def test_clamp_at_the_end_of_the_context_on_an_active_row(arm, host_pos):
     """The device one ahead of the host: at max_ctx - 1 that is a real position; at max_ctx
     it is past the end: the clamp makes it invalid (and so the guard falls back); without the
-    clamp it is kept and reaches the kernel, which refuses a position past the table."""
+    clamp it is kept and reaches the kernel, which (as on a card, that cannot check a
+    device-resident index) reads past the table instead of refusing."""
     errors: list[str] = []
     e = merge_once(arm, dev=[(77, host_pos + 1)], host=[(5, host_pos)], errors=errors)
     flags = ARMS[arm]
@@ -105,7 +106,8 @@ def test_clamp_at_the_end_of_the_context_on_an_active_row(arm, host_pos):
     clamped = past_end and flags.position_clamp
     assert e.guard_rejected == (clamped and flags.merge_batch_guard)
     assert sources(e) == ["host" if clamped else "device"]
-    assert bool(errors) == (past_end and not flags.position_clamp), errors
+    assert errors == []
+    assert e.rows[0].dev_pos == (-1 if clamped else host_pos + 1)
 
 
 # -- inactive host rows (host position -1) -------------------------------------------------------
@@ -129,15 +131,28 @@ def _inactive_case_expectation(arm: str, dev_pos: int) -> bool:
     return flags.merge_batch_guard and valid
 
 
+def _pad_row_outcome(arm: str, dev_pos: int) -> tuple[bool, int]:
+    """Upstream's rule has no activity mask (tt-metal generator.py @ 50868c00): a pad row (host
+    -1) keeps the device's token and position where the device shows -1 or 0 (after the
+    clamp), unless the guard falls back. Returns (kept, the position the rule compared)."""
+    flags = ARMS[arm]
+    seen = -1 if flags.position_clamp and not 0 <= dev_pos < MAX_CTX else dev_pos
+    kept = flags.merge and seen in (-1, 0) and not _inactive_case_expectation(arm, dev_pos)
+    return kept, seen
+
+
 @pytest.mark.parametrize("arm", MERGING)
 @pytest.mark.parametrize("dev_pos", INACTIVE_DEV_POS)
-def test_an_inactive_host_row_takes_the_host_row_whatever_the_device_shows(arm, dev_pos):
+def test_an_inactive_host_row_keeps_the_device_only_where_it_shows_minus_one_or_zero(arm, dev_pos):
     """Row 1 is inactive on the host; its device buffer shows ``dev_pos``. Row 0 is active with
     the device one ahead (kept unless the guard falls back)."""
     e = merge_once(arm, dev=[(77, 41), (DEV_TOKEN, dev_pos)], host=[(5, 40), (PAD_TOKEN, -1)])
     rejected = _inactive_case_expectation(arm, dev_pos)
+    kept, seen = _pad_row_outcome(arm, dev_pos)
     row = e.rows[1]
-    assert (row.source, row.reason) == ("host", "inactive"), f"device showed {dev_pos}: {row}"
+    assert row.source == ("device" if kept else "host"), f"device showed {dev_pos}: {row}"
+    assert row.reason == ("pad row: device kept" if kept and seen >= 0 else
+                          "inactive"), f"device showed {dev_pos}: {row}"
     assert (row.host_token, row.host_pos, row.dev_token) == (PAD_TOKEN, -1, DEV_TOKEN)
     assert e.guard_rejected == rejected, f"device showed {dev_pos} at the inactive row"
     assert sources(e)[0] == ("host" if rejected else "device")
@@ -145,24 +160,38 @@ def test_an_inactive_host_row_takes_the_host_row_whatever_the_device_shows(arm, 
 
 @pytest.mark.parametrize("arm", list(ARMS))
 @pytest.mark.parametrize("dev_pos", INACTIVE_DEV_POS)
-def test_the_rule_writes_the_host_pad_into_an_inactive_row(arm, dev_pos):
+def test_the_rule_writes_into_a_pad_row_what_upstream_writes(arm, dev_pos):
     """The rule itself (model.merge_rule, what the generator and `ttsim replay --trace` call),
-    every arm including no-merge: the merged inputs of an inactive row are the host's token
-    and position -1, and an active row's are untouched by it. Two inactive rows: one showing
-    ``dev_pos``, one showing the device's own pad."""
+    every arm including no-merge: a pad row takes the device's token and position where it
+    is kept (the device shows -1 or 0), else the host's pad at -1; an active row's inputs are
+    untouched by it. Two pad rows: one showing ``dev_pos``, one showing the device's own -1."""
     flags = ARMS[arm]
     dev_tok, dev = [77, DEV_TOKEN, DEV_TOKEN], [41, dev_pos, -1]
     host_tok, host = [5, PAD_TOKEN, PAD_TOKEN], [40, -1, -1]
     d = decide_merge(flags, MAX_CTX, dev_tok, dev, host_tok, host, [False] * 3)
     tok, pos = d.merged(dev_tok, host_tok, host)
-    assert (tok[1:], pos[1:]) == ([PAD_TOKEN] * 2, [-1] * 2), f"device showed {dev_pos}: {d}"
-    assert d.keep[1:] == [False, False] and d.reasons[1:] == ["inactive", "inactive"]
+    kept, seen = _pad_row_outcome(arm, dev_pos)
     rejected = flags.merge and _inactive_case_expectation(arm, dev_pos)
+    own = flags.merge and not rejected  # the row showing -1 matches the host's -1
+    assert (tok[1], pos[1]) == ((DEV_TOKEN, seen) if kept else (PAD_TOKEN, -1)), f"device showed {dev_pos}: {d}"
+    assert (tok[2], pos[2]) == ((DEV_TOKEN, -1) if own else (PAD_TOKEN, -1)), f"device showed {dev_pos}: {d}"
+    assert d.keep[1:] == [kept, own]
     assert d.guard_rejected == rejected
     assert (tok[0], pos[0]) == ((5, 40) if rejected or not flags.merge else (77, 41))
 
 
 def test_every_arm_is_covered():
-    assert set(GUARDED) >= {"slots+guard", "all", "all+reads"}
-    assert set(CLAMPED) >= {"all", "all+reads"}
+    assert set(GUARDED) >= {"slots+guard", "all", "all+last-run", "what-if"}
+    assert set(CLAMPED) >= {"all", "all+last-run", "what-if"}
     assert set(MERGING) | {"no-merge"} == set(ARMS)
+
+
+@pytest.mark.parametrize("arm", ["control", "all"])
+def test_the_merge_gathers_the_device_rows_by_the_remap_before_the_rule(arm):
+    """F1: ``dev_toks[remap]`` / ``dev_pos[remap]`` before the keep rule. The two requests
+    swapped rows; their device state (slot-indexed) follows them, so both keep the device's."""
+    e = merge_once(arm, dev=[(77, 40), (9, 12)], host=[(6, 12), (5, 40)], remap=[1, 0, 2, 3, 4, 5, 6, 7])
+    assert [(r.dev_token, r.dev_pos) for r in e.rows] == [(9, 12), (77, 40)]
+    assert sources(e) == ["device", "device"]
+    unmoved = merge_once(arm, dev=[(77, 40), (9, 12)], host=[(6, 12), (5, 40)])
+    assert sources(unmoved) == ["host", "host"]

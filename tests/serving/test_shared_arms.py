@@ -31,7 +31,7 @@ def _our_generator():
         yield
 
 # seed -> the groups that part from the run of the four merging arms (found with run_arms)
-PARTING = {100: [], 104: [["slots+guard", "all"]], 110: [["slots", "slots+guard", "all"]]}
+PARTING = {100: [["slots+guard", "all"]], 104: [["slots+guard", "all"]], 110: [["slots+guard", "all"]]}
 
 
 def _lone(workload, seed, expected, **kw):
@@ -111,7 +111,8 @@ def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatc
 
 
 def test_arms_group_by_how_they_read_the_device():
-    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all"], ["no-merge"], ["all+reads"]]
+    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all"], ["no-merge"], ["all+last-run"],
+                                ["all+remap-marks"], ["what-if"]]
     for name in READ_FLAGS:  # each read flag alone separates two arms
         a = ARMS["all"]
         b = dataclasses.replace(a, **{name: not getattr(a, name)})
@@ -120,8 +121,8 @@ def test_arms_group_by_how_they_read_the_device():
 
 
 def test_a_shared_generator_refuses_arms_it_cannot_tell_apart_or_share():
-    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, synced_merge_reads"):
-        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+reads": ARMS["all+reads"]},
+    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, marks_follow_remap, whatif_async_merge_read"):
+        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+last-run": ARMS["all+last-run"]},
                             max_context=1024, max_pages=32)
     with pytest.raises(ValueError, match="must differ in their flags"):
         SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "same": ARMS["all"]},

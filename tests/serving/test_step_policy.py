@@ -149,3 +149,31 @@ def test_mixed_decodes_keep_todays_rows_and_reset_rule(monkeypatch):
     calls = _decodes(monkeypatch, 0, "mixed")
     assert min(rows for rows, *_ in calls) < 8
     assert all(reset == changed for _, reset, _, changed in calls)
+
+
+def test_phased_decodes_condense_rows_and_send_the_remap_the_generator_applies(monkeypatch):
+    """The plugin's condensed rows: some phased decode moves a request to another row, sends
+    ``slot_remap`` (a permutation, with reset_batch, as the layout changed), and the generator
+    gathers the model's per-slot state by it; mixed decodes never send one."""
+    from model.generator import Generator
+    from model.markov import MarkovModel
+
+    seen, gathered = {"phased": [], "mixed": []}, []
+    decode, gather = Generator.decode_forward, MarkovModel.gather_slots
+    policy = {"now": None}
+
+    def spy_decode(self, *a, slot_remap=None, reset_batch=None, **kw):
+        if slot_remap is not None:
+            seen[policy["now"]].append((slot_remap.tolist(), reset_batch))
+        return decode(self, *a, slot_remap=slot_remap, reset_batch=reset_batch, **kw)
+
+    monkeypatch.setattr(Generator, "decode_forward", spy_decode)
+    monkeypatch.setattr(MarkovModel, "gather_slots", lambda self, remap: (gathered.append(list(remap)),
+                                                                          gather(self, remap)))
+    for p in ("phased", "mixed"):
+        policy["now"] = p
+        workload = stage3(0)
+        scenario.run_scenario(workload, "all", 0, expected=scenario.serial_answers(workload, 0), step_policy=p)
+    assert seen["phased"] and not seen["mixed"]
+    assert all(sorted(r) == list(range(8)) and r != list(range(8)) and reset for r, reset in seen["phased"])
+    assert gathered == [r for r, _ in seen["phased"]]
