@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .host_ints import int32_tensor
+from .slot_remap import check_remap
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ class MarkovModel:
     def reset_slot(self, slot: int) -> None:
         if not 0 <= slot < self.max_slots:
             raise ValueError(f"slot {slot} is outside 0..{self.max_slots - 1}")
+
+    def gather_slots(self, remap) -> None:
+        """New slot ``i`` takes old slot ``remap[i]`` (a permutation of 0..max_slots-1). This
+        model keeps no per-slot state (the next token is a function of token and position), so
+        only the remap is checked: ValueError for a wrong length or a non-permutation, with the
+        same message as the hybrid's."""
+        check_remap(remap, self.max_slots)
 
     def _logits(self, token_ids, position_ids):
         """[1, B] uint32 ids -> [1, 1, B, vocab] bf16 logits (device ops only)."""
