@@ -117,12 +117,12 @@ def _decode(gen, system, toks, pos, table, **kw) -> list[int]:
     return read_tokens(gen, system.ttnn, out)
 
 
-def _remap_run(model: str, spec: str, swap: bool, remap_given: bool = True) -> dict[str, list[int]]:
+def _remap_run(model: str, spec: str, swap: bool, mesh_cols: int = 1) -> dict[str, list[int]]:
     """Two requests, A in slot 0 and B in slot 1, decoded 6 steps. With ``swap``, after 3 steps the
     rows are exchanged (B in row 0, A in row 1) with ``slot_remap`` [1, 0, 2, ...] and a host one
     step STALE (token and position of the step before, as vLLM's async host is at a reset): only
     the device's gathered rows hold the right token, and only the gathered state the right history."""
-    system = System(5, FaultKnobs(), model=model)
+    system = System(5, FaultKnobs(), model=model, mesh_cols=mesh_cols)
     try:
         with generator_in_force(loader.parse(spec), ttsim):
             gen = system.generator(flags=ARMS["all"])
@@ -141,9 +141,7 @@ def _remap_run(model: str, spec: str, swap: bool, remap_given: bool = True) -> d
             stale = False
             if swap and step == 3:
                 order = ["B", "A"]
-                kw = {"reset_batch": True}
-                if remap_given:
-                    kw["slot_remap"] = torch.tensor([1, 0, 2, 3, 4, 5, 6, 7])
+                kw = {"reset_batch": True, "slot_remap": torch.tensor([1, 0, 2, 3, 4, 5, 6, 7])}
                 stale = True
             toks = [seqs[n][-2] if stale else seqs[n][-1] for n in order]
             pos = [len(prompts[n]) + len(seqs[n]) - 1 - (1 if stale else 0) for n in order]
@@ -156,13 +154,23 @@ def _remap_run(model: str, spec: str, swap: bool, remap_given: bool = True) -> d
         system.close()
 
 
-@pytest.mark.parametrize("model", ["markov", "tiny"])
-def test_slot_remap_moves_the_device_rows_and_the_state_with_the_request(model, aliased):
-    plain = _remap_run(model, GOOD, swap=False)
+@pytest.mark.parametrize("model, mesh_cols", [("markov", 1), ("tiny", 1), ("tiny", 2)],
+                         ids=["markov", "tiny-tp1", "tiny-tp2"])
+def test_slot_remap_moves_the_device_rows_and_the_state_with_the_request(model, mesh_cols, aliased):
+    plain = _remap_run(model, GOOD, swap=False, mesh_cols=mesh_cols)
     if model == "markov":
         assert plain == {n: greedy_reference(p, 7) for n, p in
                          (("A", list(range(40, 77))), ("B", list(range(100, 150))))}
-    assert _remap_run(model, GOOD, swap=True) == plain
+    assert _remap_run(model, GOOD, swap=True, mesh_cols=mesh_cols) == plain
+
+
+def test_untraced_serial_answers_through_it_equal_the_sweep_models_reference(aliased):
+    """The oracle's own path (no merge, enable_trace=False: prepare_inputs_decode and an eager
+    ttnn_decode_forward per step) through this generator gives the host reference."""
+    workload = stage3(3, n_requests=6)
+    with generator_in_force(loader.parse(GOOD), ttsim):
+        on_device = scenario.serial_answers(workload, 3, on_device=True)
+    assert on_device == {r.request_id: greedy_reference(r.prompt, r.max_tokens) for r in workload.requests}
 
 
 def test_a_bad_slot_remap_is_refused_by_the_models_gather(aliased):
