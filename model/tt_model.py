@@ -230,8 +230,13 @@ class TtModelAdapter:
         ``x`` tokens [1, B] uint32, ``current_pos`` [B] int32, ``page_table`` [B, max_pages],
         ``slots`` [B] int32 (default: the bound one). With ``sampling_on_device``: the argmax
         token is written into ``x``, ``current_pos`` advanced by ``plus_one`` (negative entries
-        skipped), and ``(x, None)`` returned; otherwise the logits [1, 1, B, vocab]."""
+        skipped), and ``(x, None)`` returned; otherwise the logits [1, 1, B, vocab].
+        ``on_device_logits=`` (the keyword tt-metal's generator at 50868c00 passes) means the same
+        as ``sampling_on_device``."""
         ttnn = self.ttnn
+        sampling_on_device = bool(sampling_on_device or kwargs.pop("on_device_logits", False))
+        if kwargs:
+            raise TypeError(f"ttnn_decode_forward: unexpected keyword(s) {', '.join(sorted(kwargs))}")
         slots = self._bound_slots if slots is None else slots
         if slots is None:
             raise ValueError("ttnn_decode_forward: no slots tensor (pass slots= or bind_decode_trace_inputs first)")

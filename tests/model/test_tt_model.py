@@ -85,7 +85,7 @@ def test_adapter_prefill_and_decode_equal_the_hybrids_own(ttnn, mesh_device):
     direct.sample_on_device(direct.decode(*inp.args()), inp.tokens)
     again = tt.prepare_inputs_decode(torch.tensor([[0], [int(got_logits[1, 0].argmax())]]),
                                      torch.tensor([-1, len(p) + 1]), table)
-    out, _ = tt.ttnn_decode_forward(*again[:4], sampling_on_device=True, slots=again[SLOTS_INPUT_IDX])
+    out, _ = tt.ttnn_decode_forward(*again[:4], on_device_logits=True, slots=again[SLOTS_INPUT_IDX])
     assert tt.process_output_decode(out.cpu(), 2, is_tokens=True)[1] == _read_ints(ttnn, inp.tokens)[1]
     assert _read_ints(ttnn, again[1]) == [-1, len(p) + 2]
     tt.switch_mode(Mode.DECODE)
@@ -115,6 +115,8 @@ def test_adapter_refuses_what_does_not_fit(ttnn, mesh_device):
     dev = copy_host_to_device(host, mesh_device=mesh_device, ttnn=ttnn)
     with pytest.raises(ValueError, match="no slots tensor"):
         tt.ttnn_decode_forward(*dev[:4])
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tt.ttnn_decode_forward(*dev[:4], slots=dev[SLOTS_INPUT_IDX], temperature=0.5)
     with pytest.raises(ValueError, match="hold no slots tensor"):
         tt.bind_decode_trace_inputs(dev[:4])
     with pytest.raises(ValueError, match="pass ttnn="):
