@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .host_ints import int32_tensor
+from .slot_remap import check_remap
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,11 @@ class MarkovModel:
             raise ValueError(f"slot {slot} is outside 0..{self.max_slots - 1}")
 
     def gather_slots(self, remap) -> None:
-        """Row ``i`` takes slot ``remap[i]``'s state: this model keeps none, so only the remap is checked."""
-        if sorted(remap) != list(range(self.max_slots)):
-            raise ValueError(f"gather_slots: remap must be a permutation of 0..{self.max_slots - 1}, got {list(remap)}")
+        """New slot ``i`` takes old slot ``remap[i]`` (a permutation of 0..max_slots-1). This
+        model keeps no per-slot state (the next token is a function of token and position), so
+        only the remap is checked: ValueError for a wrong length or a non-permutation, with the
+        same message as the hybrid's."""
+        check_remap(remap, self.max_slots)
 
     def _logits(self, token_ids, position_ids):
         """[1, B] uint32 ids -> [1, 1, B, vocab] bf16 logits (device ops only)."""

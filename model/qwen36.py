@@ -47,6 +47,7 @@ import torch
 
 from . import settings
 from .config import ModelConfig
+from .slot_remap import check_remap
 
 log = logging.getLogger("model.qwen36")
 
@@ -329,6 +330,31 @@ class Qwen36Model:
         s.free()
         ttnn.deallocate(keep)
         ttnn.deallocate(keep_s)
+
+    def gather_slots(self, remap) -> None:
+        """Move per-slot state: new slot ``i`` takes old slot ``remap[i]``, in every GDN layer's
+        conv pool and recurrent state pool (the paged K/V cache is addressed by page table, not
+        by slot, so it stays). ``remap`` is a permutation of 0..max_slots-1 (a list of ints or a
+        1-D int tensor); anything else is a ValueError naming the problem, before any device op.
+
+        Only data movement (``slice`` of each old slot, ``concat`` in the new order, ``copy``
+        back into the pool), no matmul or arithmetic, so every slot's bytes arrive unchanged;
+        each chip moves its own shard (the pools are split across chips along their channels
+        or heads, never along slots)."""
+        ttnn = self.ttnn
+        order = check_remap(remap, self.max_slots)
+        for i in self.conv_pool:
+            for pool, dim in ((self.conv_pool[i], 2), (self.state_pool[i], 0)):
+                shape = [int(d) for d in pool.shape]
+                parts = []
+                for old in order:
+                    start, end = [0] * len(shape), list(shape)
+                    start[dim], end[dim] = old, old + 1
+                    parts.append(ttnn.slice(pool, start, end))
+                moved = ttnn.concat(parts, dim=dim)
+                ttnn.copy(moved, pool)
+                for t in (*parts, moved):
+                    ttnn.deallocate(t)
 
     # ------------------------------------------------------------------ prefill
     def prefill(self, tokens, *, slot: int, page_table_row: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
