@@ -23,10 +23,10 @@ GATE_SEED = 29
 CONTROL_FAILS = "req-11"
 CONTROL_ENV = {"QWEN36_PREFILLED_SLOTS_FIX": "0", "QWEN36_MERGE_BATCH_GUARD": "0", "QWEN36_POSITION_CLAMP": "0"}
 # The treatment: production's three fixes (on by default) plus the two candidate fixes this
-# framework found (arm `all+reads`, README). With production's three alone the sim gates
-# failed in 2 of about 10 HTTP runs: stage 3 named req-10 once, and a batch-invariance copy
-# skipped one token once (a merge kept a device token one step ahead) -- the residual the
-# in-process sweeps measure for arm `all` (46 of 32000 requests; `all+reads`: 0 of 32000).
+# framework found (arms `all+last-run`, `all+remap-marks`, README; the served path runs vLLM's
+# stock steps and passes no slot_remap, so the second has nothing to act on there). With
+# production's three alone the sim gates failed in 2 of about 10 HTTP runs (measured before
+# issue 26's mechanisms): the residual the in-process sweeps measure for arm `all`.
 TREATMENT_ENV = {"QWEN36_MERGE_FROM_LAST_RUN": "1", "QWEN36_MARKS_FOLLOW_REMAP": "1"}
 
 

@@ -27,7 +27,7 @@ The set of prefilled slots is cleared after every ``decode_forward``. The decisi
 - ``merge`` off: no keep, and the host inputs are restaged every step (upstream without
   ``supports_async_decode`` and without on-device sampling);
 - ``prefilled_slots_fix``, ``merge_batch_guard``, ``position_clamp``: as in decide_merge;
-- ``merge_from_last_run`` / ``synced_merge_reads``: nothing to switch. The reads are blocking
+- ``merge_from_last_run``: nothing to switch. The reads are blocking
   (they wait for all device work, as upstream's do), and the buffers read are those of the
   trace about to run, as upstream's.
 

@@ -60,7 +60,7 @@ def test_a_kept_uint32_token_of_2_31_or_more_is_staged_as_its_bit_pattern(system
     gen = system.generator(flags=ARMS["all"])
     gen.warm_up()
     trace = gen._traces[2]
-    gen._write_inputs(trace, [2**32 - 5, 2**31], [3, -1])
+    gen._write_tokens(trace, [2**32 - 5, 2**31], [3, -1])
     staged = [t & 0xFFFFFFFF for t in ttsim.to_torch(trace.tokens).reshape(-1).tolist()]
     assert staged == [2**32 - 5, 2**31]
     assert ttsim.to_torch(trace.positions).tolist() == [3, -1]

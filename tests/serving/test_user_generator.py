@@ -127,8 +127,8 @@ def test_the_pinned_seeds_catch_a_regression_in_the_users_generator():
     bad = _inner_pytest(f"{STYLE}:RegressedQwen36StyleGenerator", *select)
     assert bad.returncode == 1, bad.stdout[-3000:]
     failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
-    assert failed == [f"{select[0]}[slot-reuse-seed29]", f"{select[0]}[slot-reuse-seed33]"], bad.stdout[-3000:]
-    assert "req-19 still fails (slot-reuse" in bad.stdout and "--generator" in bad.stdout
+    assert failed == [f"{select[0]}[slot-reuse-seed{s}]" for s in (1, 27, 48)], bad.stdout[-3000:]
+    assert "req-14 still fails (slot-reuse" in bad.stdout and "--generator" in bad.stdout
 
 
 def test_tt_metal_without_generator_is_refused():
