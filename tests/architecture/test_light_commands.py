@@ -11,7 +11,7 @@ import pytest
 
 from imports import ROOT
 
-TRACE = ROOT / "tests" / "serving" / "traces" / "slot-reuse-seed29-control.jsonl"
+TRACE = ROOT / "tests" / "serving" / "traces" / "slot-reuse-seed27-control.jsonl"
 HEAVY = ("torch", "vllm")
 
 
