@@ -36,6 +36,9 @@ class Buffer:
     padded: tuple[int, ...]
     data: torch.Tensor | None = None
     freed: bool = False
+    #: the data object last known to hold no NaN but the canonical bf16 one (see ops/base.py's
+    #: canonical_bf16); stale as soon as ``data`` is another object, cleared by in-place writers
+    canon: torch.Tensor | None = None
 
     def __repr__(self) -> str:
         return (
