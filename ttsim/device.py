@@ -36,6 +36,8 @@ DEFAULT_TRACE_REGION_SIZE = 0
 DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
+#: lag doubles a one-queue device draws at a time from its queue stream (see MeshDevice._lag_draw)
+LAG_DRAW_BLOCK = 256
 _knob_lag: list[float] = []  # innermost device_knobs(readback_lag=...) in force
 
 
@@ -194,6 +196,11 @@ class MeshDevice:
         self.trace_buffers_size = 0  # bytes of the trace region the live traces use
         self._queues: list[deque[Command]] = [deque() for _ in range(num_command_queues)]
         self._rng = stream("mesh", *chip_ids, "queue", seed=seed)
+        # with one queue the stream only ever draws lag doubles (the interleaving draw of
+        # _step needs two runnable queues), so they are drawn in blocks: the same doubles in
+        # the same order as one draw per command (numpy fills a block draw by draw)
+        self._draws: list[float] = []
+        self._draw_block = LAG_DRAW_BLOCK if num_command_queues == 1 else 0
         self.lag = (_knob_lag[-1] if _knob_lag else DEFAULT_LAG) if lag is None else float(lag)
         self._traces: dict[int, Trace] = {}
         self._capturing: Trace | None = None
@@ -320,9 +327,18 @@ class MeshDevice:
             return cmd
         self._queues[cq_id].append(cmd)
         self.stats["commands"] += 1
-        if self._rng.random() >= self.lag:
+        if self._lag_draw() >= self.lag:
             self._drain()
         return cmd
+
+    def _lag_draw(self) -> float:
+        """The next double of the queue stream (see ``_draw_block``)."""
+        if not self._draw_block:
+            return self._rng.random()
+        if not self._draws:
+            self._draws = self._rng.random(self._draw_block).tolist()
+            self._draws.reverse()  # pop() from the end takes them in stream order
+        return self._draws.pop()
 
     def _drain(self) -> None:
         """Run every queued command (the device has caught up)."""
