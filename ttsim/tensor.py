@@ -65,9 +65,14 @@ def _describe(t: "Tensor") -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _tile_padded_shape(shape: Shape) -> Shape:
-    """Storage shape of a TILE tensor of logical ``shape`` (Shapes are immutable: shared safely)."""
+def _tile_padded_of(shape: tuple) -> Shape:
     return Shape(tile_padded(shape))
+
+
+def _tile_padded_shape(shape: Shape) -> Shape:
+    """Storage shape of a TILE tensor of logical ``shape`` (Shapes are immutable: shared safely;
+    cached by a plain tuple, whose key comparison needs no Python-level Shape.__eq__)."""
+    return _tile_padded_of(tuple(shape))
 
 class Tensor:
     """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers).
@@ -243,9 +248,13 @@ class Tensor:
         if self._device is None:
             raise TTFatal(f"{what}: expected a device tensor, got {_describe(self)}")
         self._device.check_open(what)
-        if self._buffers is None or any(b.freed for b in self._buffers):
+        bufs = self._buffers
+        if bufs is None:
             raise TTFatal(f"{what}: {_describe(self)} has been deallocated")
-        return self._buffers
+        for b in bufs:
+            if b.freed:
+                raise TTFatal(f"{what}: {_describe(self)} has been deallocated")
+        return bufs
 
 
 # -- mesh mappers and composers -----------------------------------------------------
@@ -641,7 +650,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
 
 
 def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
-    if (a._shape, a._dtype, a._layout) != (b._shape, b._dtype, b._layout):
+    if a._dtype != b._dtype or a._layout != b._layout or tuple.__ne__(a._shape, b._shape):
         raise TTFatal(f"{what}: tensor specs differ: {_describe(a)} vs {_describe(b)}")
 
 

@@ -136,13 +136,20 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
     if x.dtype == _SAME_STORAGE.get(dtype):  # f32 -> FLOAT32, int32 -> (U)INT32, bf16 -> BFLOAT16: no rounding
         if dtype == DataType.BFLOAT16 and not canonical:
             x = numerics.to_bfloat16(x)  # bf16 -> BFLOAT16: NaNs canonicalised, nothing else
-        if pads is None and x._base is None and not any(x is a for a in inputs):
+        if pads is None and x._base is None and not _is_one_of(x, inputs):
             return x.contiguous()
         if pads is None:  # an input (or its memo, see chip_logical) or a view: copy
             return x.clone(memory_format=torch.contiguous_format)
     else:
         x = numerics.quantize(x, dtype)
     return x.contiguous() if pads is None else torch.constant_pad_nd(x, pads, 0)
+
+
+def _is_one_of(x, items) -> bool:
+    for a in items:
+        if x is a:
+            return True
+    return False
 
 
 def canonical_bf16(buf) -> bool:
@@ -269,7 +276,12 @@ def run_op(
                 pb = pool_bufs[i]
                 pb.canon = None  # math may write the pool in place
                 args.append(pb.chip.contents(pb))
-            canon = moved_bf16 and all(canonical_bf16(in_bufs[k][i]) for k in bf16_in)
+            canon = moved_bf16
+            for k in bf16_in:  # (the reads above made every input's data)
+                b = in_bufs[k][i]
+                if b.canon is not b.data and not canonical_bf16(b):
+                    canon = False
+                    break
             ob.data = data = storage(math(*args), out_dtype, out_layout, args, canon)
             if bf16_out:  # storage canonicalises every bf16 result
                 ob.canon = data
