@@ -81,7 +81,8 @@ def _side_by_side(args) -> int:
             procs = {}
             for name, tree in (("new", ROOT), ("old", old)):
                 env = {**os.environ, "TTSIM_RUNS_DIR": str(tmp / f"runs-{name}"), "PYTHONPATH": str(tree)}
-                cmd = [sys.executable, "-m", "bench.bench_seed_floor", "--seeds", str(args.seeds), "--seed-start",
+                # this file's measurement in both trees (the tree's own code on PYTHONPATH)
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--seeds", str(args.seeds), "--seed-start",
                        str(args.seed_start)]
                 procs[name] = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                text=True)
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)  # as the CLI's sweep
     t0 = time.perf_counter()
-    from fixtures import arms  # noqa: E402 - timed with vLLM's start-up
+    from fixtures.sweep import arms  # noqa: E402 - timed with vLLM's start-up
     from model.flags import ARMS
 
     arms.warm_up("markov")
