@@ -18,6 +18,10 @@ torch call counted as ttsim's, so if anything low), and ``floor_ms``, the seed c
 ttsim op costing only its torch calls and nothing else changed: ``seed_ms`` less that share.
 Passes 2 and 3 run slower than pass 1 (their walls are recorded); the shares are what count.
 Appends one record to the runs folder (``seed_floor``).
+
+``--against REV`` measures this tree and a temporary ``git worktree`` of REV AT THE SAME TIME
+(each in its own process, one core each, so a shared machine's changing load hits both alike)
+and appends one ``seed_floor`` record holding both splits (``new``, ``old``) and their ratios.
 """
 
 from __future__ import annotations
@@ -25,8 +29,14 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 import torch
 
@@ -57,17 +67,61 @@ def _timed_module(module, names, acc: dict, depth: list) -> dict:
     return saved
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _side_by_side(args) -> int:
+    """This tree and a worktree of ``args.against`` measured at once; one record with both."""
+    with tempfile.TemporaryDirectory(prefix="ttsim-bench-floor-") as tmp:
+        tmp = Path(tmp)
+        old = tmp / "old"
+        subprocess.run(["git", "worktree", "add", "--detach", str(old), args.against], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            procs = {}
+            for name, tree in (("new", ROOT), ("old", old)):
+                env = {**os.environ, "TTSIM_RUNS_DIR": str(tmp / f"runs-{name}"), "PYTHONPATH": str(tree)}
+                # this file's measurement in both trees (the tree's own code on PYTHONPATH)
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--seeds", str(args.seeds), "--seed-start",
+                       str(args.seed_start)]
+                procs[name] = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                               text=True)
+            got = {}
+            for name, proc in procs.items():
+                out, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise SystemExit(f"bench_seed_floor: the {name} tree failed:\n{err[-2000:]}")
+                print(f"-- {name}:\n{out}", end="")
+                got[name] = json.loads((tmp / f"runs-{name}" / "seed_floor.jsonl").read_text().splitlines()[-1])
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, capture_output=True)
+    keys = ("seed_ms", "torch_ms", "ttsim_ms", "vllm_ms", "ttsim_python_ms", "floor_ms", "torch_top_level_calls_per_seed")
+    rec = {"seeds": args.seeds, "seed_start": args.seed_start, "arms": "all", "model": "markov", "against": args.against,
+           "new": got["new"], "old": got["old"],
+           "ratios_old_over_new": {k: got["old"][k] / got["new"][k] for k in keys if got["new"].get(k)},
+           "load_avg_1m": os.getloadavg()[0]}
+    r = rec["ratios_old_over_new"]
+    print(f"old ({args.against}) / new, side by side: seed {r['seed_ms']:.2f}x, ttsim's own Python "
+          f"{r['ttsim_python_ms']:.2f}x, inside ttsim's API {r['ttsim_ms']:.2f}x, torch calls "
+          f"{r['torch_top_level_calls_per_seed']:.2f}x fewer")
+    print(f"record -> {record.write('seed_floor', rec)}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--seed-start", type=int, default=1)
+    p.add_argument("--against", metavar="REV", help="git revision to measure side by side (e.g. HEAD~3)")
     args = p.parse_args(argv)
     if args.seeds <= 0 or args.seed_start < 0:
         p.error("--seeds must be > 0 and --seed-start >= 0")
+    if args.against:
+        return _side_by_side(args)
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)  # as the CLI's sweep
     t0 = time.perf_counter()
-    from fixtures import arms  # noqa: E402 - timed with vLLM's start-up
+    from fixtures.sweep import arms  # noqa: E402 - timed with vLLM's start-up
     from model.flags import ARMS
 
     arms.warm_up("markov")

@@ -74,7 +74,7 @@ def test_through_syrupy_passes_within_and_fails_outside_tolerance(tmp_path):
     def run(pcc, err, *extra):
         test.write_text(body.replace("PCC", repr(pcc)).replace("ERR", repr(err)))
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                               "-p", "no:ttsim", str(test), *extra], cwd=tmp_path, env=env,
+                               "-p", "no:ttsim", "-p", "no:faker", str(test), *extra], cwd=tmp_path, env=env,
                               capture_output=True, text=True)
 
     missing = run(0.9999, 0.5)

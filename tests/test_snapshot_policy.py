@@ -21,7 +21,7 @@ def test_updating_one_test_keeps_the_snapshots_of_the_others(tmp_path):
             assert {"tokens": [4, 5]} == snapshot
     """))
     _own_rootdir(tmp_path)
-    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--snapshot-update"]
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:faker", "--snapshot-update"]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     subprocess.run([*run, "test_goldens.py"], cwd=tmp_path, env=env, check=True, capture_output=True)
     ambr = tmp_path / "__snapshots__" / "test_goldens.ambr"
@@ -57,7 +57,7 @@ def _pytest(tmp_path, *args):
     path = os.pathsep.join([FAKE_TTNN, ROOT]) if "--hil" in args else ROOT
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path,
            "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:faker", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
 
 

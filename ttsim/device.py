@@ -36,6 +36,8 @@ DEFAULT_TRACE_REGION_SIZE = 0
 DEFAULT_WORKER_L1_SIZE = 0
 #: probability that the device has not yet executed what the host just enqueued
 DEFAULT_LAG = 0.5
+#: lag doubles a one-queue device draws at a time from its queue stream (see MeshDevice._lag_draw)
+LAG_DRAW_BLOCK = 256
 _knob_lag: list[float] = []  # innermost device_knobs(readback_lag=...) in force
 
 
@@ -194,6 +196,11 @@ class MeshDevice:
         self.trace_buffers_size = 0  # bytes of the trace region the live traces use
         self._queues: list[deque[Command]] = [deque() for _ in range(num_command_queues)]
         self._rng = stream("mesh", *chip_ids, "queue", seed=seed)
+        # with one queue the stream only ever draws lag doubles (the interleaving draw of
+        # _step needs two runnable queues), so they are drawn in blocks: the same doubles in
+        # the same order as one draw per command (numpy fills a block draw by draw)
+        self._draws: list[float] = []
+        self._draw_block = LAG_DRAW_BLOCK if num_command_queues == 1 else 0
         self.lag = (_knob_lag[-1] if _knob_lag else DEFAULT_LAG) if lag is None else float(lag)
         self._traces: dict[int, Trace] = {}
         self._capturing: Trace | None = None
@@ -281,12 +288,13 @@ class MeshDevice:
                 TraceAllocationWarning,
                 stacklevel=3,
             )
+        padded = tuple(padded)  # a plain tuple: the cache below compares keys (a Shape's == is Python)
         size = numerics.nbytes(dtype, layout, padded)
         bufs = []
         for chip in chips or self.chips:
             region = chip.region(buffer_type)
             addr = region.allocate(size, what)
-            buf = Buffer(chip, buffer_type, addr, size, dtype, layout, tuple(padded))
+            buf = Buffer(chip, buffer_type, addr, size, dtype, layout, padded)
             chip.live[id(buf)] = buf
             bufs.append(buf)
         if self._capturing is not None:
@@ -310,7 +318,10 @@ class MeshDevice:
             region.leave_residue(buf)
 
     def _live_traces(self) -> bool:
-        return any(t.ended for t in self._traces.values())
+        for t in self._traces.values():
+            if t.ended:
+                return True
+        return False
 
     # -- command queues -------------------------------------------------------------
     def enqueue(self, cq_id: int, label: str, fn: Callable[[], None] | None, writes=(), wait=None) -> Command:
@@ -320,9 +331,20 @@ class MeshDevice:
             return cmd
         self._queues[cq_id].append(cmd)
         self.stats["commands"] += 1
-        if self._rng.random() >= self.lag:
+        draws = self._draws
+        if (draws.pop() if draws else self._lag_draw()) >= self.lag:
             self._drain()
         return cmd
+
+    def _lag_draw(self) -> float:
+        """The next double of the queue stream (see ``_draw_block``; enqueue pops a block's
+        remaining draws itself)."""
+        if not self._draw_block:
+            return self._rng.random()
+        if not self._draws:
+            self._draws = self._rng.random(self._draw_block).tolist()
+            self._draws.reverse()  # pop() from the end takes them in stream order
+        return self._draws.pop()
 
     def _drain(self) -> None:
         """Run every queued command (the device has caught up)."""
@@ -503,9 +525,15 @@ class MeshDevice:
         freed them since; live buffers placed there since get those bytes."""
         stale = [src for src in trace.buffers if src.freed and src.data is not None]
         near: dict[int, list[Buffer]] = {}  # chip id -> its live buffers within the chip's stale span
-        for chip in {src.chip.id: src.chip for src in stale}.values():
-            lo_all = min(b.address for b in stale if b.chip is chip)
-            hi_all = max(b.address + b.nbytes for b in stale if b.chip is chip)
+        spans: dict[int, list] = {}  # chip id -> [chip, lowest address, highest end] of its stale buffers
+        for b in stale:
+            span = spans.get(b.chip.id)
+            if span is None:
+                spans[b.chip.id] = [b.chip, b.address, b.address + b.nbytes]
+            else:
+                span[1] = min(span[1], b.address)
+                span[2] = max(span[2], b.address + b.nbytes)
+        for chip, lo_all, hi_all in spans.values():
             near[chip.id] = [dst for dst in chip.live.values() if dst.data is not None
                              and dst.address < hi_all and dst.address + dst.nbytes > lo_all]
         for src in stale:

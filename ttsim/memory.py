@@ -9,6 +9,7 @@ seed, chip and address) where nothing was ever written.
 from __future__ import annotations
 
 import bisect
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,9 @@ class Buffer:
     padded: tuple[int, ...]
     data: torch.Tensor | None = None
     freed: bool = False
+    #: the data object last known to hold no NaN but the canonical bf16 one (see ops/base.py's
+    #: canonical_bf16); stale as soon as ``data`` is another object, cleared by in-place writers
+    canon: torch.Tensor | None = None
 
     def __repr__(self) -> str:
         return (
@@ -62,12 +66,8 @@ class _Residue:
         return memo[1]
 
 
-def _start(r: _Residue) -> int:
-    return r.start
-
-
-def _end(r: _Residue) -> int:
-    return r.end
+_start = operator.attrgetter("start")  # bisect keys (C-level: no Python frame per probe)
+_end = operator.attrgetter("end")
 
 
 class Region:

@@ -113,7 +113,7 @@ _BF16_NAN = torch.tensor(0x7FC0, dtype=torch.int16).view(torch.bfloat16)
 
 def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
     """float -> bfloat16 as ttnn's host conversion: round to nearest even; any NaN -> 0x7FC0."""
-    y = x.to(torch.bfloat16)
+    y = x if x.dtype == torch.bfloat16 else x.to(torch.bfloat16)  # (``to`` would return x itself)
     # a NaN anywhere makes the sum NaN (so does inf + -inf: then the exact check decides);
     # one reduction instead of a mask and a reduction on every conversion
     if x.is_floating_point() and _is_nan(float(x.sum())):  # (an empty sum is 0.0)
@@ -125,6 +125,13 @@ def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
 
 def _is_nan(v: float) -> bool:
     return v != v
+
+
+def has_nan(x: torch.Tensor) -> bool:
+    """Whether a floating tensor holds a NaN (the one-reduction test of :func:`to_bfloat16`)."""
+    if not _is_nan(float(x.sum())):  # no NaN (an inf + -inf sum is NaN too: then look exactly)
+        return False
+    return bool(torch.isnan(x).any())
 
 
 #: elements per chunk of a block-float conversion: bfp_pack/unpack need ~70 bytes of int64 and

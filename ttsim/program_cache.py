@@ -42,7 +42,7 @@ class ProgramCache:
         if not self.enabled:
             self.misses += 1
             return
-        key = (op, attributes, tuple(spec(t) for t in inputs), tuple(spec(t) for t in outputs))
+        key = (op, attributes, tuple(map(spec, inputs)), tuple(map(spec, outputs)))
         if key in self._entries:
             self.hits += 1
         else:

@@ -65,9 +65,14 @@ def _describe(t: "Tensor") -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _tile_padded_shape(shape: Shape) -> Shape:
-    """Storage shape of a TILE tensor of logical ``shape`` (Shapes are immutable: shared safely)."""
+def _tile_padded_of(shape: tuple) -> Shape:
     return Shape(tile_padded(shape))
+
+
+def _tile_padded_shape(shape: Shape) -> Shape:
+    """Storage shape of a TILE tensor of logical ``shape`` (Shapes are immutable: shared safely;
+    cached by a plain tuple, whose key comparison needs no Python-level Shape.__eq__)."""
+    return _tile_padded_of(tuple(shape))
 
 class Tensor:
     """A host tensor (per-chip shards as torch tensors) or a device tensor (buffers).
@@ -243,9 +248,13 @@ class Tensor:
         if self._device is None:
             raise TTFatal(f"{what}: expected a device tensor, got {_describe(self)}")
         self._device.check_open(what)
-        if self._buffers is None or any(b.freed for b in self._buffers):
+        bufs = self._buffers
+        if bufs is None:
             raise TTFatal(f"{what}: {_describe(self)} has been deallocated")
-        return self._buffers
+        for b in bufs:
+            if b.freed:
+                raise TTFatal(f"{what}: {_describe(self)} has been deallocated")
+        return bufs
 
 
 # -- mesh mappers and composers -----------------------------------------------------
@@ -494,7 +503,9 @@ def to_torch(
         raise TTFatal(f"to_torch: expected a ttnn Tensor, got {type(tensor).__name__}")
     private = tensor._device is not None  # the read below makes a host copy nobody else holds
     if private:
-        tensor = from_device(tensor, blocking=True, queue_id=cq_id)
+        # blocking, and nothing runs between the read and the copy below: the read may hand over
+        # the buffer's own data, which is copied exactly once (the unpadded view or the whole)
+        tensor = _read_back(tensor, cq_id)
     if tensor._pending is not None and not tensor._pending.done:
         # read not landed: the host buffer still holds what it held before
         tensor._pending.device.stats["stale_host_reads"] += 1
@@ -508,9 +519,12 @@ def to_torch(
         out = mesh_composer.compose(shards)
     else:
         out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
-    out = out.to(TORCH_STORAGE[tensor._dtype])
-    if not private or out._base is not None:  # a host tensor's data, or a view into a padded read
-        out = out.clone()
+    converted = out.to(TORCH_STORAGE[tensor._dtype])
+    # copy what may be stored data (a host tensor's, or with a private read the buffer's own) or
+    # a view of it; a composer's fresh result (torch.cat) is nobody else's
+    if converted is out and (not private or out._base is not None or any(out is s for s in shards)):
+        converted = out.clone()
+    out = converted
     if torch_rank is not None:
         while out.dim() > torch_rank:
             if out.shape[0] != 1:
@@ -572,14 +586,24 @@ def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None =
     return out
 
 
-def _enqueue_read(src: Tensor, bufs: list[Buffer], dst: Tensor, blocking: bool, cq: int, what: str) -> None:
+def _read_back(tensor: Tensor, cq_id: int | None) -> Tensor:
+    """:func:`from_device` (blocking) whose host shards ARE the buffers' data, for a caller that
+    copies them before anything else runs (to_torch)."""
+    bufs = tensor._live_buffers("from_device")
+    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
+    _enqueue_read(tensor, bufs, out, True, current_cq_id(cq_id), "from_device", copy=False)
+    return out
+
+
+def _enqueue_read(src: Tensor, bufs: list[Buffer], dst: Tensor, blocking: bool, cq: int, what: str,
+                  copy: bool = True) -> None:
     device = src._device
     device.check_cq(cq, what)
     if device._capturing is not None:
         raise TTFatal(f"{what}: reads are not allowed while a trace is being captured")
 
     def read():
-        dst._host = [b.chip.contents(b).clone() for b in bufs]
+        dst._host = [b.chip.contents(b).clone() for b in bufs] if copy else [b.chip.contents(b) for b in bufs]
         dst._pending = None
 
     cmd = device.enqueue(cq, f"read {what}", read)
@@ -626,7 +650,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
 
 
 def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
-    if (a._shape, a._dtype, a._layout) != (b._shape, b._dtype, b._layout):
+    if a._dtype != b._dtype or a._layout != b._layout or tuple.__ne__(a._shape, b._shape):
         raise TTFatal(f"{what}: tensor specs differ: {_describe(a)} vs {_describe(b)}")
 
 

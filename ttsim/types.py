@@ -16,6 +16,11 @@ def _tt_enum(cls):
         return f"{type(self).__name__}.{self.name}"
 
     cls.__repr__ = cls.__str__ = __repr__
+    # members compare by identity, so identity hashing is consistent with it; enum's own hash
+    # (of the member name) is a Python-level call on every dict and set lookup of the hot path.
+    # (Neither orders anything this package outputs: a name's hash already changes with
+    # PYTHONHASHSEED.)
+    cls.__hash__ = object.__hash__
     return cls
 
 

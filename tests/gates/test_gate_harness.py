@@ -139,7 +139,7 @@ def test_endpoint_that_does_not_answer_exits_non_zero_with_one_line(tmp_path):
     url = f"http://127.0.0.1:{_free_port()}"
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "pytest", "tests/gates/test_gates.py", "-q", "-n", "0",
-                        "-p", "no:cacheprovider", "--endpoint", url, "--endpoint-deadline", "2"],
+                        "-p", "no:cacheprovider", "-p", "no:faker", "--endpoint", url, "--endpoint-deadline", "2"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0
     lines = [ln for ln in (p.stdout + p.stderr).splitlines() if f"endpoint {url} is not serving" in ln]

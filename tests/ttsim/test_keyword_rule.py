@@ -9,6 +9,7 @@ compute-kernel configs, memory configs): every constructor field is a documented
 
 import ast
 import enum
+import functools
 import inspect
 import pathlib
 
@@ -35,27 +36,37 @@ def path_ok(path: str) -> bool:
     return path not in ttsim.EXTENSIONS
 
 
+@functools.cache
+def _trees() -> tuple:
+    """(path, parsed module) of every scanned file, parsed once per process: the scan is of the
+    source files on disk, which no test changes (the negative controls patch ttsim, not files)."""
+    return tuple((f, ast.parse(f.read_text())) for folder in SCANNED for f in sorted((ROOT / folder).rglob("*.py")))
+
+
 def _calls():
     """(called name, ast.Call) for ``x.name(...)`` calls, and for ``getattr(x, s)(...)`` calls
     every string constant ``s`` of the module (parametrized op names); ``**kwargs`` counts as
     every key the module spells in a dict."""
+    return list(_scanned_calls())
+
+
+@functools.cache
+def _scanned_calls() -> tuple:
     out = []
-    for folder in SCANNED:
-        for f in (ROOT / folder).rglob("*.py"):
-            tree = ast.parse(f.read_text())
-            strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-            spread = _spread_keys(tree)
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Call):
-                    continue
-                if any(k.arg is None for k in node.keywords):  # f(**kwargs): the module's dict keys
-                    node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
-                fn = node.func
-                if isinstance(fn, ast.Attribute):
-                    out.append((fn.attr, node))
-                elif isinstance(fn, ast.Call) and isinstance(fn.func, ast.Name) and fn.func.id == "getattr":
-                    out.extend((s, node) for s in strings)
-    return out
+    for _, tree in _trees():
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        spread = _spread_keys(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            if any(k.arg is None for k in node.keywords):  # f(**kwargs): the module's dict keys
+                node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
+            fn = node.func
+            if isinstance(fn, ast.Attribute):
+                out.append((fn.attr, node))
+            elif isinstance(fn, ast.Call) and isinstance(fn.func, ast.Name) and fn.func.id == "getattr":
+                out.extend((s, node) for s in strings)
+    return tuple(out)
 
 
 def _spread_keys(tree) -> set[str]:
@@ -128,19 +139,22 @@ def _config_classes():
 
 def _constructor_calls():
     """(class name, ast.Call) for ``x.Name(...)`` and ``Name(...)`` calls in the scanned code."""
+    return list(_scanned_constructor_calls())
+
+
+@functools.cache
+def _scanned_constructor_calls() -> tuple:
     out = []
     for name, call in _calls():
         out.append((name, call))
-    for folder in SCANNED:
-        for f in (ROOT / folder).rglob("*.py"):
-            tree = ast.parse(f.read_text())
-            spread = _spread_keys(tree)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                    if any(k.arg is None for k in node.keywords):
-                        node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
-                    out.append((node.func.id, node))
-    return out
+    for _, tree in _trees():
+        spread = _spread_keys(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if any(k.arg is None for k in node.keywords):
+                    node = ast.Call(node.func, node.args, node.keywords + [ast.keyword(arg=k) for k in spread])
+                out.append((node.func.id, node))
+    return tuple(out)
 
 
 def _unaccounted_fields():

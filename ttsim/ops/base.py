@@ -116,11 +116,15 @@ def _tile_pads(shape: tuple[int, ...]) -> tuple[int, ...] | None:
     return pads
 
 
-def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = (),
+            canonical: bool = False) -> torch.Tensor:
     """Logical results -> storage form of the output (padded with zeros if TILE).
 
     The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
-    view: a buffer owns its data (another buffer's in-place write must not show here)."""
+    view: a buffer owns its data (another buffer's in-place write must not show here).
+    ``canonical``: a bf16 ``x`` is known to hold no NaN but 0x7FC0 (values moved from
+    canonical buffers, see :func:`canonical_bf16`), so its NaN canonicalisation is skipped:
+    it would change no byte."""
     if layout == Layout.TILE and x.dim() == 0:  # rank 0 is stored as element [0, 0] of one tile
         x = x.reshape(1, 1)
     pads = _tile_pads(tuple(x.shape)) if layout == Layout.TILE else None
@@ -130,15 +134,38 @@ def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[t
         return numerics.quantize(x, dtype).contiguous()
     # elementwise formats: round the logical values, then pad (zero is exact in every format)
     if x.dtype == _SAME_STORAGE.get(dtype):  # f32 -> FLOAT32, int32 -> (U)INT32, bf16 -> BFLOAT16: no rounding
-        if dtype == DataType.BFLOAT16:
+        if dtype == DataType.BFLOAT16 and not canonical:
             x = numerics.to_bfloat16(x)  # bf16 -> BFLOAT16: NaNs canonicalised, nothing else
-        if pads is None and x._base is None and not any(x is a for a in inputs):
+        if pads is None and x._base is None and not _is_one_of(x, inputs):
             return x.contiguous()
         if pads is None:  # an input (or its memo, see chip_logical) or a view: copy
             return x.clone(memory_format=torch.contiguous_format)
     else:
         x = numerics.quantize(x, dtype)
     return x.contiguous() if pads is None else torch.constant_pad_nd(x, pads, 0)
+
+
+def _is_one_of(x, items) -> bool:
+    for a in items:
+        if x is a:
+            return True
+    return False
+
+
+def canonical_bf16(buf) -> bool:
+    """Whether BFLOAT16 ``buf`` holds no NaN other than the canonical 0x7FC0 (every bf16 output
+    of :func:`storage` is so; anything else is looked at once per data object and remembered).
+
+    ``buf.canon`` names the data object the answer is about: a write that replaces the data
+    (an op's output, a host write, a residue decode, trace corruption) makes it stale by
+    itself, and the in-place writers (:func:`run_inplace`, a ``pool``) clear it."""
+    data = buf.chip.contents(buf)
+    if buf.canon is data:
+        return True
+    if numerics.has_nan(data):  # conservative: a buffer holding any NaN is never marked
+        return False
+    buf.canon = data
+    return True
 
 
 def broadcast_shapes(*shapes) -> tuple[int, ...] | None:
@@ -231,6 +258,12 @@ def run_op(
 
     pool_bufs = pool._buffers if pool is not None else None
     read = chip_stored if moves_values else chip_logical
+    bf16_out = out_dtype == DataType.BFLOAT16
+    # a value-moving op whose every float input is bf16 moves only stored bf16 values (and
+    # zeros): when those are canonical, so is the result (its NaN check is skipped, see storage)
+    moved_bf16 = (moves_values and bf16_out and not reads_output and pool is None
+                  and all(t._dtype == DataType.BFLOAT16 or t._dtype in INTEGER_TYPES for t in inputs))
+    bf16_in = [k for k, t in enumerate(inputs) if t._dtype == DataType.BFLOAT16] if moved_bf16 else []
 
     def execute():
         for i, ob in enumerate(out_bufs):
@@ -240,8 +273,18 @@ def run_op(
             if reads_output:
                 args.append(chip_logical(ob, out))
             if pool_bufs is not None:
-                args.append(pool_bufs[i].chip.contents(pool_bufs[i]))
-            ob.data = storage(math(*args), out_dtype, out_layout, args)
+                pb = pool_bufs[i]
+                pb.canon = None  # math may write the pool in place
+                args.append(pb.chip.contents(pb))
+            canon = moved_bf16
+            for k in bf16_in:  # (the reads above made every input's data)
+                b = in_bufs[k][i]
+                if b.canon is not b.data and not canonical_bf16(b):
+                    canon = False
+                    break
+            ob.data = data = storage(math(*args), out_dtype, out_layout, args, canon)
+            if bf16_out:  # storage canonicalises every bf16 result
+                ob.canon = data
 
     writes = out_bufs + (pool_bufs or [])
     device.program_cache.dispatch(op, inputs, [out], program_key)
@@ -261,6 +304,7 @@ def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Calla
     def execute():
         for i, tb in enumerate(tgt_bufs):
             args = [chip_logical(bufs[i], t) for bufs, t in zip(in_bufs, inputs)]
+            tb.canon = None  # written in place: no longer known canonical
             update(tb.chip.contents(tb), *args, i)
 
     device.program_cache.dispatch(op, list(inputs), [target])
