@@ -40,6 +40,7 @@ from .flags import GeneratorFlags
 from .host_ints import int32_tensor
 from .merge_events import MergeEvent, MergeInputs, MergeRow
 from .merge_rule import MergeDecision, decide_merge, int_list
+from .slot_remap import check_remap
 
 BUCKETS = (1, 2, 4, 8)
 
@@ -400,22 +401,25 @@ class Generator:
                 self._write_tables(trace, pt, slots, force=True)
             return
         if remap is not None:
-            tok, pos = self._read_device_state(trace, trace.bucket)
-            tok = [tok[s] if s < len(tok) else 0 for s in remap[:trace.bucket]]
-            pos = [pos[s] if s < len(pos) else -1 for s in remap[:trace.bucket]]
-            self._write_tokens(trace, tok, pos)
+            self._write_tokens(trace, *self._gathered(*self._read_device_state(trace, trace.bucket), remap,
+                                                      trace.bucket))
         if staging == "page_table_only":
             self._write_tables(trace, pt, slots, force=True)
 
     def _check_remap(self, slot_remap) -> list[int] | None:
-        """``slot_remap`` as ints, or None for the identity (the plugin sends None then)."""
+        """``slot_remap`` as ints (the models' one check), or None for the identity (the plugin
+        sends None then)."""
         if slot_remap is None:
             return None
-        remap = int_list(slot_remap)
-        if sorted(remap) != list(range(self.max_slots)):
-            raise ValueError(f"decode_forward: slot_remap must be a permutation of 0..{self.max_slots - 1}, "
-                             f"got {remap}")
+        remap = check_remap(slot_remap, self.max_slots)
         return None if remap == list(range(self.max_slots)) else remap
+
+    @staticmethod
+    def _gathered(tok: list[int], pos: list[int], remap: list[int], rows: int) -> tuple[list[int], list[int]]:
+        """Device rows gathered by the remap (row ``i`` takes slot ``remap[i]``); a slot past the
+        rows read holds no device state (token 0, position -1)."""
+        picks = remap[:rows]
+        return ([tok[s] if s < len(tok) else 0 for s in picks], [pos[s] if s < len(pos) else -1 for s in picks])
 
     def _store(self, bucket: int, host_tok, host_pos, pt, slots) -> tuple[_DecodeTrace, bool]:
         """The width's trace store, and whether this call created it (from the host's inputs)."""
@@ -473,10 +477,7 @@ class Generator:
         """The production merge of device and host inputs, with the switchable fixes."""
         dev_tok, dev_pos = self._read_device_state(trace, bucket)
         if remap is not None:
-            # F1 gathers the device rows by the remap before the rule; a slot the source width
-            # never had holds no device state
-            dev_tok = [dev_tok[s] if s < len(dev_tok) else 0 for s in remap[:bucket]]
-            dev_pos = [dev_pos[s] if s < len(dev_pos) else -1 for s in remap[:bucket]]
+            dev_tok, dev_pos = self._gathered(dev_tok, dev_pos, remap, bucket)  # F1: before the rule
         missing = bucket - len(dev_tok)  # rows the source trace never had: no device state
         dev_tok, dev_pos = dev_tok + [0] * missing, dev_pos + [-1] * missing
         # F1 forces the host on ROW ``slot`` for each marked slot, after the gather; the

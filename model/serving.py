@@ -74,6 +74,8 @@ class TTRunner:
         self._row_ids: list[str | None] = []  # the request of each row of the decode in flight
         self._prefilled_since_decode = False
         self._last_table: tuple = ()
+        # the generator's decode dialect (model/protocol.py): the reload commands, or reset_batch
+        self._contract = getattr(generator, "decode_input_update_contract", 0) == 1
         # the runner owns the merge hook of a generator that reports merges (ours does): it
         # tags each merge row with the request holding that slot, then hands it to ``on_merge``
         self.on_merge = on_merge
@@ -235,7 +237,7 @@ class TTRunner:
             positions[st.slot] = st.computed
             table[st.slot] = self._page_row(st)
             self._row_ids[st.slot] = st.req_id
-        if getattr(self.gen, "decode_input_update_contract", 0) == 1:
+        if self._contract:
             # the reload commands (tt-metal decode_contract.py): the host is fresh here, so a
             # reload is host-authoritative; otherwise only a changed page table is copied
             table_changed = tuple(table) != self._last_table
