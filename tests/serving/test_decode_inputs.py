@@ -64,3 +64,13 @@ def test_a_kept_uint32_token_of_2_31_or_more_is_staged_as_its_bit_pattern(system
     staged = [t & 0xFFFFFFFF for t in ttsim.to_torch(trace.tokens).reshape(-1).tolist()]
     assert staged == [2**32 - 5, 2**31]
     assert ttsim.to_torch(trace.positions).tolist() == [3, -1]
+
+
+def test_a_slot_remap_that_is_not_a_permutation_is_refused_before_anything_moves(system):
+    gen = system.generator(flags=ARMS["all"])
+    bad = torch.tensor([0, 0, 2, 3, 4, 5, 6, 7], dtype=torch.int32)
+    with pytest.raises(ValueError, match="remap is not a permutation of 0..7: old slot 0 is taken by new slots 0 and 1"):
+        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=bad)
+    assert gen._traces == {}
+    with pytest.raises(ValueError, match="one old slot for each of the 8 slots, got 3 entries"):
+        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=[2, 1, 0])

@@ -177,3 +177,19 @@ def test_phased_decodes_condense_rows_and_send_the_remap_the_generator_applies(m
     assert seen["phased"] and not seen["mixed"]
     assert all(sorted(r) == list(range(8)) and r != list(range(8)) and reset for r, reset in seen["phased"])
     assert gathered == [r for r, _ in seen["phased"]]
+
+
+@pytest.mark.parametrize("policy", ["mixed", "phased"])
+def test_the_host_is_fresh_at_every_merge(policy):
+    """The runner resolves every outstanding output before a reload (a reset, or the first
+    decode after a prefill), so at every merge the host's token and position are the request's
+    current ones: in a run where no request fails, no merge keeps a device row the host
+    disagrees with. (A one-step-stale host would show the device one ahead on every continuing
+    row, kept by the rule and counted wrong here.)"""
+    workload = stage3(0)
+    result = scenario.run_scenario(workload, "all+last-run", 0, expected=scenario.serial_answers(workload, 0),
+                                   record_merges=True, step_policy=policy)
+    assert result.failed == []
+    assert result.merges, "the run must merge"
+    wrong = [(e.step, r.slot) for e in result.merges for r in e.kept_wrong() if r.request_id is not None]
+    assert wrong == [], f"{policy}: merges kept rows a fresh host disagrees with at (step, row) {wrong[:5]}"
