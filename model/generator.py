@@ -72,14 +72,24 @@ class MergeSite:
     dev_pos: list[int]
     host_tok: list[int]
     host_pos: list[int]
-    recorded: list[bool]  # slots prefilled since their last decode
+    recorded: list[bool]  # per row: is ROW r's slot marked prefilled since its last decode (F1)
+    # per row: is the slot gathered to row r marked (the candidate fix marks_follow_remap);
+    # None without a remap, where both are the same. Kept here, not chosen by the generator,
+    # so arms differing only in that flag can share a run (fixtures.shared_arms)
+    recorded_remapped: list[bool] | None = None
+
+    def marks(self, flags: GeneratorFlags) -> list[bool]:
+        """The prefilled marks the merge under ``flags`` forces the host on."""
+        if flags.marks_follow_remap and self.recorded_remapped is not None:
+            return self.recorded_remapped
+        return self.recorded
 
     def decide(self, flags: GeneratorFlags) -> MergeDecision:
         return decide_merge(flags, self.max_context, self.dev_tok, self.dev_pos, self.host_tok, self.host_pos,
-                            self.recorded)
+                            self.marks(flags))
 
     def event(self, d: MergeDecision, flags: GeneratorFlags) -> MergeEvent:
-        cols = zip(self.host_tok, self.host_pos, self.dev_tok, d.dev_pos, d.keep, d.reasons, self.recorded)
+        cols = zip(self.host_tok, self.host_pos, self.dev_tok, d.dev_pos, d.keep, d.reasons, self.marks(flags))
         rows = [MergeRow(r, ht, hp, dt, dp, "device" if k else "host", why, rec)
                 for r, (ht, hp, dt, dp, k, why, rec) in enumerate(cols)]
         return MergeEvent(self.step, self.bucket, self.previous_bucket, self.fresh, d.guard_rejected, rows,
@@ -481,11 +491,12 @@ class Generator:
         missing = bucket - len(dev_tok)  # rows the source trace never had: no device state
         dev_tok, dev_pos = dev_tok + [0] * missing, dev_pos + [-1] * missing
         # F1 forces the host on ROW ``slot`` for each marked slot, after the gather; the
-        # candidate fix forces the row the slot's state was gathered to
-        follow = self.flags.marks_follow_remap and remap is not None
-        recorded = [(remap[r] if follow else r) in self._slots_prefilled_since_decode for r in range(bucket)]
+        # candidate fix forces the row the slot's state was gathered to (MergeSite.marks)
+        marked = self._slots_prefilled_since_decode
+        recorded = [r in marked for r in range(bucket)]
+        remapped = None if remap is None else [remap[r] in marked for r in range(bucket)]
         site = MergeSite(self._step, bucket, self._last_bucket, fresh, trace.bucket, self.max_context,
-                         dev_tok, dev_pos, host_tok, host_pos, recorded)
+                         dev_tok, dev_pos, host_tok, host_pos, recorded, remapped)
         return self._decide(site).merged(dev_tok, host_tok, host_pos)
 
     def _decide(self, site: MergeSite) -> MergeDecision:

@@ -70,8 +70,18 @@ def test_arms_json_is_identical_across_processes_and_hash_seeds(tmp_path):
 
 
 @pytest.mark.needs_fault_injection
-def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed():
-    out = _cli("replay", "--arm", "control", "--seed", "29")
-    assert out.returncode == 1
-    assert "merge bucket" in out.stdout and "slot-reuse" in out.stdout
-    assert "<-- kept a token/position the host disagrees with" in out.stdout
+def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed(capsys):
+    """In-process (the command's body is under test; bin/ttsim as a process is tested in
+    test_cli_install.py): the replay sets torch's threads for itself, put back here."""
+    import torch
+
+    from fixtures.cli import main
+
+    threads = torch.get_num_threads()
+    try:
+        assert main(["replay", "--arm", "control", "--seed", "29"]) == 1
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "merge bucket" in out and "slot-reuse" in out
+    assert "<-- kept a token/position the host disagrees with" in out

@@ -31,7 +31,10 @@ def _our_generator():
         yield
 
 # seed -> the groups that part from the run of the four merging arms (found with run_arms)
-PARTING = {100: [["slots+guard", "all"]], 104: [["slots+guard", "all"]], 110: [["slots+guard", "all"]]}
+# (seed 1: all+remap-marks shares all's run, its marks after the gather part it at the merge F1's marks fail)
+PARTING = {1: [["slots+guard", "all", "all+remap-marks"], ["all+remap-marks"]],
+           100: [["slots+guard", "all", "all+remap-marks"]], 104: [["slots+guard", "all", "all+remap-marks"]],
+           110: [["slots+guard", "all", "all+remap-marks"]]}
 
 
 def _lone(workload, seed, expected, **kw):
@@ -111,8 +114,8 @@ def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatc
 
 
 def test_arms_group_by_how_they_read_the_device():
-    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all"], ["no-merge"], ["all+last-run"],
-                                ["all+remap-marks"], ["what-if"]]
+    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all", "all+remap-marks"], ["no-merge"],
+                                ["all+last-run"], ["what-if"]]
     for name in READ_FLAGS:  # each read flag alone separates two arms
         a = ARMS["all"]
         b = dataclasses.replace(a, **{name: not getattr(a, name)})
@@ -121,7 +124,7 @@ def test_arms_group_by_how_they_read_the_device():
 
 
 def test_a_shared_generator_refuses_arms_it_cannot_tell_apart_or_share():
-    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, marks_follow_remap, whatif_async_merge_read"):
+    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, whatif_async_merge_read"):
         SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+last-run": ARMS["all+last-run"]},
                             max_context=1024, max_pages=32)
     with pytest.raises(ValueError, match="must differ in their flags"):
@@ -129,10 +132,11 @@ def test_a_shared_generator_refuses_arms_it_cannot_tell_apart_or_share():
                             max_context=1024, max_pages=32)
 
 
-def _site(dev_tok, dev_pos, host_tok, host_pos, prefilled=()):
+def _site(dev_tok, dev_pos, host_tok, host_pos, prefilled=(), remap=None):
     n = len(host_pos)
     recorded = [r in prefilled for r in range(n)]
-    return MergeSite(5, n, n, False, n, 1024, dev_tok, dev_pos, host_tok, host_pos, recorded)
+    remapped = None if remap is None else [remap[r] in prefilled for r in range(n)]
+    return MergeSite(5, n, n, False, n, 1024, dev_tok, dev_pos, host_tok, host_pos, recorded, remapped)
 
 
 def _split(site, *arms):
@@ -162,6 +166,25 @@ def test_decisions_that_write_different_positions_only_part():
     (tc, pc), (ts, ps) = (d[a].merged(site.dev_tok, site.host_tok, site.host_pos) for a in ("control", "slots"))
     assert tc == ts and pc != ps
     assert split_by_effect(d, site) == [["control"], ["slots"]]
+
+
+def test_the_marks_a_decision_sees_follow_its_own_flags():
+    """One site decides all and all+remap-marks apart: slot 0 was prefilled and the plugin's
+    condense gathered it to row 1. F1 forces the host on row 0 (a row whose device state came
+    from slot 1), the candidate fix on row 1; each event reports the marks its decision used."""
+    site = _site([7, 9], [5, 6], [8, 3], [4, 5], prefilled=[0], remap=[1, 0])
+    d = {arm: site.decide(ARMS[arm]) for arm in ("all", "all+remap-marks")}
+    assert site.marks(ARMS["all"]) == [True, False] and site.marks(ARMS["all+remap-marks"]) == [False, True]
+    assert d["all"].keep == [False, True] and d["all+remap-marks"].keep == [True, False]
+    assert _split(site, "all", "all+remap-marks") == [["all"], ["all+remap-marks"]]
+    assert [r.prefilled for r in site.event(d["all+remap-marks"], ARMS["all+remap-marks"]).rows] == [False, True]
+    assert [r.prefilled for r in site.event(d["all"], ARMS["all"]).rows] == [True, False]
+
+
+def test_without_a_remap_both_marks_are_the_rows_own():
+    site = _site([7, 9], [5, 6], [8, 3], [4, 5], prefilled=[0])
+    assert site.marks(ARMS["all"]) == site.marks(ARMS["all+remap-marks"]) == [True, False]
+    assert _split(site, "all", "all+remap-marks") == [["all", "all+remap-marks"]]
 
 
 def test_on_a_given_backend_every_arm_runs_alone(monkeypatch):
