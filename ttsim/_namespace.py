@@ -1,8 +1,10 @@
-"""ttsim: a deterministic fake Tenstorrent device speaking the subset of ttnn the model uses.
+"""The ttnn namespace ttsim presents: every name ``import ttsim as ttnn`` gives.
 
-Import it where you would import ttnn: ``import ttsim as ttnn``. Names, signatures and
-defaults mirror ttnn 0.81.1 (checked by tests/ttsim/test_conformance.py against the real
-package); what ttsim adds beyond ttnn is listed in :data:`EXTENSIONS`.
+The package (ttsim/__init__.py) loads this module at the first use of any of these names,
+so a process that only parses a seed (the CLI, the pytest plugin, an inner session that
+never touches a device) does not import torch. Names, signatures and defaults mirror ttnn
+0.81.1 (checked by tests/ttsim/test_conformance.py against the real package); what ttsim
+adds beyond ttnn is listed in :data:`EXTENSIONS`.
 """
 
 from .api import (

@@ -155,7 +155,7 @@ _TABLE: dict = {}
 
 
 def install(namespace) -> None:
-    """Key the goldens by ``namespace``'s op objects (ttsim's __init__ hands itself over once
+    """Key the goldens by ``namespace``'s op objects (ttsim._namespace hands itself over once
     every op is imported, so this module never imports the package)."""
     _TABLE.update(_goldens(namespace))
 

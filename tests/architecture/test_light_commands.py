@@ -66,3 +66,44 @@ def test_the_heavy_commands_do_import_torch(argv, tmp_path):
             "print('torch' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip() == "True", p.stderr[-2000:]
+
+
+# -- the ttsim package: seed controls light, the ttnn namespace at first use ------------------
+
+def _fresh(code: str, tmp_path) -> str:
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "TTSIM_RUNS_DIR": str(tmp_path / "runs")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+def test_ttsims_seed_controls_load_without_torch_and_any_ttnn_name_loads_the_namespace(tmp_path):
+    out = _fresh("import sys, ttsim; ttsim.set_seed(7); print(ttsim.get_seed(), ttsim.DEFAULT_SEED > 0, "
+                 "'torch' in sys.modules); t = ttsim.from_torch(__import__('torch').ones(2)); "
+                 "print('torch' in sys.modules, type(t).__name__, ttsim.get_golden_function(ttsim.add) is not None)",
+                 tmp_path)
+    assert out.split() == ["7", "True", "False", "True", "Tensor", "True"], out
+
+
+def test_dir_and_star_import_of_ttsim_see_the_whole_ttnn_namespace(tmp_path):
+    """`from ttsim import *` (the hil stand-in's) and dir() load the namespace first; an unknown
+    name is an AttributeError naming it, not a half-loaded package."""
+    out = _fresh("import ttsim; names = dir(ttsim); ns = {}; exec('from ttsim import *', ns); "
+                 "print('from_torch' in names, 'transformer' in names, 'device' in names, "
+                 "{'from_torch', 'MeshDevice', 'EXTENSIONS'} <= set(ns), '_namespace' in ns)\n"
+                 "try:\n    ttsim.no_such_op\nexcept AttributeError as e:\n    print(repr(str(e)))", tmp_path)
+    assert out.split("\n")[0].split() == ["True", "True", "True", "True", "False"], out
+    assert "'no_such_op'" in out, out
+
+
+def test_an_inner_pytest_session_that_opens_no_device_imports_no_torch(tmp_path):
+    """The plugin and the `ttnn` fixture stay light until a device is used: inner sessions (the
+    snapshot policy's, hil's fail-closed ones) no longer pay torch's import."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_light.py").write_text(
+        "import sys\n\ndef test_light(ttnn):\n    assert ttnn.__name__ == 'ttsim'\n"
+        "    assert 'torch' not in sys.modules, 'the ttnn fixture imported torch'\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:faker", "test_light.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp_path / "runs")})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]

@@ -121,6 +121,9 @@ def _fake_session(tmp_path, *args, **env):
     tests = tmp_path / "cards"
     tests.mkdir(exist_ok=True)
     (tests / "test_cards.py").write_text(SESSION_TESTS)
+    # the stand-in re-exports ttsim, whose first use imports torch (seconds on a loaded machine);
+    # the real ttnn does not: pay it at collection, outside the first test's --hil-timeout
+    (tests / "conftest.py").write_text("import torch  # noqa: F401\n")
     log = tmp_path / "ttnn.log"
     runs = tmp_path / "runs"
     e = clean_env(PYTHONPATH=FAKE_TTNN, FAKE_TTNN_LOG=log, TTSIM_RUNS_DIR=runs, **env)
