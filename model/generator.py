@@ -325,12 +325,7 @@ class Generator:
         elif not self.flags.merge:
             self._write_tokens(trace, host_tok, host_pos)  # the pre-merge behaviour: host inputs always
         elif merge_runs:
-            # upstream reads the inputs of the trace it is about to run (qwen36 binds the target
-            # width's store first); after a width change they hold that width's last batch
-            source = trace
-            if self.flags.merge_from_last_run and self._last_bucket is not None:
-                source = self._traces[self._last_bucket]
-            tok, pos = self._merge(source, bucket, fresh, host_tok, host_pos, remap)
+            tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos, remap)
             self._write_tokens(trace, tok, pos)
         # (a width's first decode, always a reload, runs on the host inputs it was created from)
         if staging is None:
@@ -479,13 +474,30 @@ class Generator:
             tok_src, pos_src = trace.tok_mirror, trace.pos_mirror
         else:
             tok_src, pos_src = trace.tokens, trace.positions
-        dev_tok = [t & 0xFFFFFFFF for t in self._host_ints(tok_src)[:bucket]]
-        dev_pos = self._host_ints(pos_src)[:bucket]
-        return dev_tok, dev_pos
+        return self._device_rows(self._host_ints(tok_src), self._host_ints(pos_src), bucket)
+
+    @staticmethod
+    def _device_rows(tok: list[int], pos: list[int], bucket: int) -> tuple[list[int], list[int]]:
+        """The first ``bucket`` rows of the token and position inputs as read (tokens as uint32)."""
+        return [t & 0xFFFFFFFF for t in tok[:bucket]], pos[:bucket]
 
     def _merge(self, trace, bucket, fresh, host_tok, host_pos, remap) -> tuple[list[int], list[int]]:
         """The production merge of device and host inputs, with the switchable fixes."""
-        dev_tok, dev_pos = self._read_device_state(trace, bucket)
+        site = self._site(self._merge_source(trace, self.flags), bucket, fresh, host_tok, host_pos, remap)
+        return self._decide(site).merged(site.dev_tok, host_tok, host_pos)
+
+    def _merge_source(self, trace: _DecodeTrace, flags: GeneratorFlags) -> _DecodeTrace:
+        """The trace whose inputs the merge reads: upstream reads the inputs of the trace it is
+        about to run (qwen36 binds the target width's store first; after a width change they
+        hold that width's last batch); the candidate fix merge_from_last_run, the last run's."""
+        if flags.merge_from_last_run and self._last_bucket is not None:
+            return self._traces[self._last_bucket]
+        return trace
+
+    def _site(self, source: _DecodeTrace, bucket, fresh, host_tok, host_pos, remap, dev=None) -> MergeSite:
+        """What one merge decides on: ``source``'s device rows (read now, or ``dev`` as read),
+        gathered by the remap and padded to the bucket, the host's rows and the prefilled marks."""
+        dev_tok, dev_pos = self._read_device_state(source, bucket) if dev is None else dev
         if remap is not None:
             dev_tok, dev_pos = self._gathered(dev_tok, dev_pos, remap, bucket)  # F1: before the rule
         missing = bucket - len(dev_tok)  # rows the source trace never had: no device state
@@ -495,9 +507,8 @@ class Generator:
         marked = self._slots_prefilled_since_decode
         recorded = [r in marked for r in range(bucket)]
         remapped = None if remap is None else [remap[r] in marked for r in range(bucket)]
-        site = MergeSite(self._step, bucket, self._last_bucket, fresh, trace.bucket, self.max_context,
+        return MergeSite(self._step, bucket, self._last_bucket, fresh, source.bucket, self.max_context,
                          dev_tok, dev_pos, host_tok, host_pos, recorded, remapped)
-        return self._decide(site).merged(dev_tok, host_tok, host_pos)
 
     def _decide(self, site: MergeSite) -> MergeDecision:
         """Decide under this generator's flags; count a guard rejection and report the event.

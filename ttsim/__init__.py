@@ -23,9 +23,21 @@ def _load() -> dict:
     return names
 
 
+def _submodules() -> frozenset[str]:
+    import os
+
+    here = os.path.dirname(__file__)
+    return frozenset(n[:-3] if n.endswith(".py") else n for n in os.listdir(here)
+                     if n.endswith(".py") or os.path.isfile(os.path.join(here, n, "__init__.py")))
+
+
 def __getattr__(name: str):
-    if name.startswith("_") and name != "__all__":  # submodule probes, __path__ ...: not ttnn names
+    if name.startswith("_") and name != "__all__":  # __path__ probes and the like: not ttnn names
         raise AttributeError(f"module 'ttsim' has no attribute {name!r}")
+    if name in _submodules():  # `from . import numerics` mid-import, `ttsim.device`: just that module
+        import importlib
+
+        return importlib.import_module(f"ttsim.{name}")
     names = _load()
     if name == "__all__":
         return globals()["__all__"]

@@ -696,3 +696,16 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
                memory_config=tensor._memory_config)
         for b in bufs
     ]
+
+
+def peek(tensor: Tensor) -> torch.Tensor | None:
+    """ttsim only, not ttnn (for the sweep's shared runs, fixtures.shared_arms): what a blocking
+    ``to_torch`` of the one-chip device tensor ``tensor`` would return now, without enqueuing
+    the read; None where a read could return something else or change the device: commands
+    are queued (a read runs them first), or nothing has written the buffer yet (a first look
+    decodes the memory beneath it, which a read does and a peek must not)."""
+    bufs = tensor._live_buffers("peek")
+    device = tensor._device
+    if len(bufs) != 1 or any(device._queues) or bufs[0].data is None:
+        return None
+    return _unpad(bufs[0].data, tensor._shape).to(TORCH_STORAGE[tensor._dtype], copy=True)

@@ -31,10 +31,13 @@ def _our_generator():
         yield
 
 # seed -> the groups that part from the run of the four merging arms (found with run_arms)
-# (seed 1: all+remap-marks shares all's run, its marks after the gather part it at the merge F1's marks fail)
-PARTING = {1: [["slots+guard", "all", "all+remap-marks"], ["all+remap-marks"]],
-           100: [["slots+guard", "all", "all+remap-marks"]], 104: [["slots+guard", "all", "all+remap-marks"]],
-           110: [["slots+guard", "all", "all+remap-marks"]]}
+# (seed 1: all+last-run and all+remap-marks share all's run and part at the merges their own
+# reads and marks decide apart; on 104 and 110 all+last-run reads other inputs, guard-rejects
+# other merges, and writes what all writes to the end)
+PARTING = {1: [["slots+guard", "all", "all+last-run", "all+remap-marks"], ["all+last-run"], ["all+remap-marks"]],
+           100: [["slots+guard", "all", "all+last-run", "all+remap-marks"]],
+           104: [["slots+guard", "all", "all+last-run", "all+remap-marks"]],
+           110: [["slots+guard", "all", "all+last-run", "all+remap-marks"]]}
 
 
 def _lone(workload, seed, expected, **kw):
@@ -64,6 +67,31 @@ def test_shared_runs_equal_lone_runs(seed, monkeypatch):
             f"seed {seed} arm {arm}: the shared run differs from the lone run; replay: "
             f"bin/ttsim replay --arm {arm} --seed {seed}")
     assert any(r.guard_rejects for r in lone.values()), "no arm's guard rejected: the per-arm counts go untested"
+
+
+def test_an_arm_whose_inputs_cannot_be_peeked_parts_and_still_equals_its_lone_run(monkeypatch):
+    """Seed 104: all+last-run reads the last run's inputs after a width change while the run
+    reads the target's. With no peek possible it must part at that merge, not guess."""
+    import ttsim.tensor
+
+    seed = 104
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    parted = []
+    run_group = scenario._run_group
+
+    def spy(workload, group, *args):
+        departed = run_group(workload, group, *args)
+        parted.extend(departed if len(group) > 1 else [])
+        return departed
+
+    monkeypatch.setattr(ttsim.tensor, "peek", lambda t: None)
+    monkeypatch.setattr(scenario, "_run_group", spy)
+    shared = scenario.run_arms(workload, ["all", "all+last-run"], seed, expected=expected, record_merges=True)
+    monkeypatch.undo()
+    assert parted == [["all+last-run"]]
+    lone = scenario.run_scenario(workload, "all+last-run", seed, expected=expected, record_merges=True)
+    assert dataclasses.asdict(shared["all+last-run"]) == dataclasses.asdict(lone)
 
 
 def test_inference_mode_changes_no_result(monkeypatch):
@@ -114,8 +142,8 @@ def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatc
 
 
 def test_arms_group_by_how_they_read_the_device():
-    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all", "all+remap-marks"], ["no-merge"],
-                                ["all+last-run"], ["what-if"]]
+    assert group_arms(ARMS) == [["control", "slots", "slots+guard", "all", "all+last-run", "all+remap-marks"],
+                                ["no-merge"], ["what-if"]]
     for name in READ_FLAGS:  # each read flag alone separates two arms
         a = ARMS["all"]
         b = dataclasses.replace(a, **{name: not getattr(a, name)})
@@ -124,8 +152,8 @@ def test_arms_group_by_how_they_read_the_device():
 
 
 def test_a_shared_generator_refuses_arms_it_cannot_tell_apart_or_share():
-    with pytest.raises(ValueError, match="must agree on merge, merge_from_last_run, whatif_async_merge_read"):
-        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "all+last-run": ARMS["all+last-run"]},
+    with pytest.raises(ValueError, match="must agree on merge, whatif_async_merge_read, whatif_never_run_bucket"):
+        SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "what-if": ARMS["what-if"]},
                             max_context=1024, max_pages=32)
     with pytest.raises(ValueError, match="must differ in their flags"):
         SharedArmsGenerator(None, None, None, arms={"all": ARMS["all"], "same": ARMS["all"]},
@@ -140,7 +168,7 @@ def _site(dev_tok, dev_pos, host_tok, host_pos, prefilled=(), remap=None):
 
 
 def _split(site, *arms):
-    return split_by_effect({arm: site.decide(ARMS[arm]) for arm in arms}, site)
+    return split_by_effect({arm: site.decide(ARMS[arm]) for arm in arms}, dict.fromkeys(arms, site))
 
 
 def test_decisions_that_write_the_same_inputs_stay_together():
@@ -149,7 +177,7 @@ def test_decisions_that_write_the_same_inputs_stay_together():
     site = _site([7, 9], [3, 40], [8, 0], [4, -1])
     decisions = {arm: site.decide(ARMS[arm]) for arm in ("control", "slots+guard")}
     assert decisions["slots+guard"].guard_rejected and not decisions["control"].guard_rejected
-    assert split_by_effect(decisions, site) == [["control", "slots+guard"]]
+    assert split_by_effect(decisions, dict.fromkeys(decisions, site)) == [["control", "slots+guard"]]
 
 
 def test_decisions_that_write_different_inputs_part_first_arm_first():
@@ -165,7 +193,7 @@ def test_decisions_that_write_different_positions_only_part():
     d = {arm: site.decide(ARMS[arm]) for arm in ("control", "slots")}
     (tc, pc), (ts, ps) = (d[a].merged(site.dev_tok, site.host_tok, site.host_pos) for a in ("control", "slots"))
     assert tc == ts and pc != ps
-    assert split_by_effect(d, site) == [["control"], ["slots"]]
+    assert split_by_effect(d, dict.fromkeys(d, site)) == [["control"], ["slots"]]
 
 
 def test_the_marks_a_decision_sees_follow_its_own_flags():
