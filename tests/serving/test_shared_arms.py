@@ -40,14 +40,8 @@ PARTING = {1: [["slots+guard", "all", "all+last-run", "all+remap-marks"], ["all+
            110: [["slots+guard", "all", "all+last-run", "all+remap-marks"]]}
 
 
-def _lone(workload, seed, expected, **kw):
-    return {arm: scenario.run_scenario(workload, arm, seed, expected=expected, **kw) for arm in ARMS}
-
-
-@pytest.mark.parametrize("seed", sorted(PARTING))
-def test_shared_runs_equal_lone_runs(seed, monkeypatch):
-    workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
+def _spy_partings(monkeypatch) -> list:
+    """The groups that part from every shared run from now on (monkeypatch.undo() ends it)."""
     parted = []
     run_group = scenario._run_group
 
@@ -57,6 +51,18 @@ def test_shared_runs_equal_lone_runs(seed, monkeypatch):
         return departed
 
     monkeypatch.setattr(scenario, "_run_group", spy)
+    return parted
+
+
+def _lone(workload, seed, expected, **kw):
+    return {arm: scenario.run_scenario(workload, arm, seed, expected=expected, **kw) for arm in ARMS}
+
+
+@pytest.mark.parametrize("seed", sorted(PARTING))
+def test_shared_runs_equal_lone_runs(seed, monkeypatch):
+    workload = stage3(seed)
+    expected = scenario.serial_answers(workload, seed)
+    parted = _spy_partings(monkeypatch)
     shared = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
     monkeypatch.undo()
     assert parted == PARTING[seed], f"seed {seed}: the arms part differently than pinned"
@@ -77,16 +83,8 @@ def test_an_arm_whose_inputs_cannot_be_peeked_parts_and_still_equals_its_lone_ru
     seed = 104
     workload = stage3(seed)
     expected = scenario.serial_answers(workload, seed)
-    parted = []
-    run_group = scenario._run_group
-
-    def spy(workload, group, *args):
-        departed = run_group(workload, group, *args)
-        parted.extend(departed if len(group) > 1 else [])
-        return departed
-
     monkeypatch.setattr(ttsim.tensor, "peek", lambda t: None)
-    monkeypatch.setattr(scenario, "_run_group", spy)
+    parted = _spy_partings(monkeypatch)
     shared = scenario.run_arms(workload, ["all", "all+last-run"], seed, expected=expected, record_merges=True)
     monkeypatch.undo()
     assert parted == [["all+last-run"]]
