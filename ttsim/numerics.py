@@ -159,6 +159,11 @@ def _bfp_quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     return out.reshape(x.shape)
 
 
+#: float -> int32 conversions of up to this many values check their range in Python (decode
+#: positions), not with aminmax: the same answer for every value, NaN and inf included
+SMALL_RANGE_CHECK = 64
+
+
 def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     """Round float/int data to what ``dtype`` stores, in its storage form."""
     if dtype == DataType.BFLOAT16:
@@ -174,7 +179,11 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
             return x.clone()
         if x.dtype == torch.int64:
             return x.to(torch.int32)
-        if x.is_floating_point() and x.numel():
+        n = x.numel() if x.is_floating_point() else 0
+        if 0 < n <= SMALL_RANGE_CHECK:  # a few values: compared as Python floats (exact), NaN fails
+            if all(-(2**31) <= v < 2**31 for v in x.reshape(-1).tolist()):
+                return x.to(torch.int32)
+        elif n:
             lo, hi = torch.aminmax(x)  # a NaN makes both NaN: the comparison fails
             if -(2**31) <= float(lo) and float(hi) < 2**31:  # no wrap: the cast truncates toward zero
                 return x.to(torch.int32)
