@@ -44,3 +44,33 @@ def test_two_tensors_never_share_memory_and_are_writable():
     assert b.tolist() == [1, 2] and a.tolist() == [6, 7]
     e = int64_tensor([])
     assert e.shape == (0,) and e.dtype == torch.int64
+
+
+# -- int32 page-table rows, packed once per distinct row ----------------------------------------
+
+def test_tuple_rows_pack_as_the_chained_rows_do():
+    from model.host_ints import int32_tensor
+
+    rows = [tuple(range(i, i + 32)) for i in range(8)] + [(0,) * 32, (2**31 - 1,) * 16 + (-(2**31),) * 16]
+    for chosen in (rows, rows[:1], rows[::-1], [rows[0]] * 3):
+        got = int32_tensor(chosen, rows=True)
+        want = torch.tensor([list(r) for r in chosen], dtype=torch.int32)
+        assert got.dtype == torch.int32 and got.shape == want.shape and got.stride() == want.stride()
+        assert torch.equal(got, want)
+        lists = int32_tensor([list(r) for r in chosen], rows=True)  # the chained path
+        assert torch.equal(lists, want)
+
+
+def test_tuple_rows_are_checked_and_never_share_memory():
+    from model.host_ints import int32_tensor
+
+    with pytest.raises(OverflowError):
+        int32_tensor([(1, 2**31)], rows=True)
+    with pytest.raises(ValueError, match="unequal length"):
+        int32_tensor([(1, 2), (3,)], rows=True)
+    a = int32_tensor([(1, 2), (3, 4)], rows=True)
+    b = int32_tensor([(1, 2), (3, 4)], rows=True)
+    a += 10
+    assert b.tolist() == [[1, 2], [3, 4]] and a.tolist() == [[11, 12], [13, 14]]
+    assert int32_tensor([(), ()], rows=True).shape == (2, 0)
+    assert int32_tensor([], rows=True).shape == (0, 0)

@@ -436,3 +436,72 @@ def test_to_torch_gives_the_storage_dtype_and_memory_of_its_own(dtype, layout):
         assert ttsim.to_torch(t, dtype=torch.float64).dtype == torch.float64
     finally:
         ttsim.close_mesh_device(dev)
+
+
+# -- plus_one on a few entries -------------------------------------------------------------------
+
+INT32_MAX = 2**31 - 1
+PLUS_ONE_VALUES = [0, 1, -1, -2, INT32_MAX, INT32_MAX - 1, -(2**31), 1023, 5, -7]
+
+
+def _plus_one_program(dtype, shape, skip: bool, values):
+    dev = ttsim.open_mesh_device(ttsim.MeshShape(1, 1))
+    try:
+        n = math.prod(shape)
+        flat = (values * (n // len(values) + 1))[:n]
+        t = ttsim.from_torch(torch.tensor(flat, dtype=torch.int64).to(torch.int32).reshape(shape), dtype=dtype,
+                             layout=RM, device=dev)
+        seen = []
+        for _ in range(3):
+            ttsim.plus_one(t, skip_negative_entries=skip)
+            seen.append(ttsim.to_torch(t).reshape(-1).tolist())
+        return seen, dict(dev.stats), ttsim_device.digest_state([dev])
+    finally:
+        ttsim.close_mesh_device(dev)
+
+
+SHAPES = [(1,), (10,), (1, 10), (2, 1, 1, 5), (64,), (65,), (1, 8, 8)]
+
+
+@pytest.mark.parametrize("dtype", [ttsim.int32, ttsim.uint32])
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_small_plus_one_is_the_tensor_plus_one(monkeypatch, dtype, skip, shape):
+    from ttsim.ops import reduction
+
+    fast = _plus_one_program(dtype, shape, skip, PLUS_ONE_VALUES)
+    monkeypatch.setattr(reduction, "SMALL_PLUS_ONE", -1)  # every update through the tensor ops
+    slow = _plus_one_program(dtype, shape, skip, PLUS_ONE_VALUES)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_plus_one_by_hand(skip):
+    """Independent of the other path: with skip only [0, INT32_MAX) gains 1; without, every
+    entry gains 1 and INT32_MAX wraps to INT32_MIN (uint32 2**31 - 1 -> 2**31)."""
+    seen, _, _ = _plus_one_program(ttsim.int32, (10,), skip, PLUS_ONE_VALUES)
+    want = list(PLUS_ONE_VALUES)
+    for got in seen:
+        if skip:
+            want = [v + 1 if 0 <= v < INT32_MAX else v for v in want]
+        else:
+            want = [((v + 1 + 2**31) % 2**32) - 2**31 for v in want]
+        assert got == want
+
+
+def test_plus_one_in_a_replayed_trace_writes_in_place_every_replay():
+    dev = ttsim.open_mesh_device(ttsim.MeshShape(1, 1), trace_region_size=1 << 20)
+    try:
+        pos = ttsim.from_torch(torch.tensor([3, -1, INT32_MAX - 1, 0], dtype=torch.int32), dtype=ttsim.int32,
+                               layout=RM, device=dev)
+        data = pos._buffers[0]
+        tid = ttsim.begin_trace_capture(dev, cq_id=0)
+        ttsim.plus_one(pos, skip_negative_entries=True)
+        ttsim.end_trace_capture(dev, tid, cq_id=0)
+        for k in range(1, 4):
+            ttsim.execute_trace(dev, tid, cq_id=0)
+            assert ttsim.to_torch(pos).tolist() == [3 + k, -1, INT32_MAX, k]
+        assert pos._buffers[0] is data
+        ttsim.release_trace(dev, tid)
+    finally:
+        ttsim.close_mesh_device(dev)
