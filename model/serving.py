@@ -145,9 +145,9 @@ class TTRunner:
             if rid in c.all_token_ids:
                 # vLLM sends the whole list for a request it did not schedule last step; under async
                 # scheduling it lacks the tokens still in flight, which the host already holds
-                tokens = list(c.all_token_ids[rid])
+                tokens = c.all_token_ids[rid]
                 if rid in c.resumed_req_ids or len(tokens) >= len(st.tokens):
-                    st.tokens = tokens
+                    st.tokens = list(tokens)
             st.computed = c.num_computed_tokens[i]
 
         order = list(so.num_scheduled_tokens)  # scheduling order
