@@ -505,3 +505,26 @@ def test_plus_one_in_a_replayed_trace_writes_in_place_every_replay():
         ttsim.release_trace(dev, tid)
     finally:
         ttsim.close_mesh_device(dev)
+
+
+@pytest.mark.parametrize("ids_shape", [(4,), (1, 4), (2, 2), (2, 1, 1, 2), (1, 1, 1, 4)])
+@pytest.mark.parametrize("table_shape", [(40, 33), (1, 40, 33), (1, 1, 40, 33)])
+@pytest.mark.parametrize("ids_dtype", [ttsim.uint32, ttsim.bfloat16])
+def test_embedding_of_every_accepted_rank_gathers_the_rows(ids_shape, table_shape, ids_dtype):
+    """Ids and tables already 2-D are used as stored, the others reshaped: every accepted rank
+    gives the same rows (out-of-vocabulary ids zero, bf16 ids truncated to ints)."""
+    dev = _open()
+    try:
+        table = (torch.arange(40 * 33, dtype=torch.float32).reshape(40, 33) - 600) / 3
+        w = ttsim.from_torch(table.reshape(table_shape), dtype=ttsim.bfloat16, layout=RM, device=dev)
+        flat = [3, 39, 40, 0]
+        ids = torch.tensor(flat, dtype=torch.int32).reshape(ids_shape)
+        i = ttsim.from_torch(ids if ids_dtype == ttsim.uint32 else ids.to(torch.float32), dtype=ids_dtype, layout=RM,
+                             device=dev)
+        got = ttsim.to_torch(ttsim.embedding(i, w)).to(torch.float32)
+        batch = ids_shape[0] if len(ids_shape) > 1 else 1
+        want = torch.stack([numerics.to_bfloat16(table[v]).to(torch.float32) if v < 40 else torch.zeros(33)
+                            for v in flat]).reshape(batch, 4 // batch, 33)
+        assert got.shape == want.shape and torch.equal(got, want)
+    finally:
+        ttsim.close_mesh_device(dev)
