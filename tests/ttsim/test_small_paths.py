@@ -102,6 +102,26 @@ def test_waiting_on_what_no_queue_will_run_is_the_same_hang(monkeypatch, generic
 
 
 @pytest.mark.parametrize("generic", [False, True])
+def test_a_head_waiting_on_an_event_no_queue_will_record_hangs_unrun(monkeypatch, generic):
+    if generic:
+        monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
+    with ttsim.device_knobs(readback_lag=1.0):  # nothing runs until the host waits
+        dev = _open(trace_region_size=1 << 20)
+    tid = ttsim.begin_trace_capture(dev, cq_id=0)
+    ev = ttsim.record_event(dev, 0)  # captured: never recorded
+    ttsim.end_trace_capture(dev, tid, cq_id=0)
+    ran = []
+    before = dev.enqueue(0, "before", lambda: ran.append("before"))
+    ttsim.wait_for_event(0, ev)
+    after = dev.enqueue(0, "after", lambda: ran.append("after"))
+    with pytest.raises(ttsim.TTFatal, match=r"device hang: cq 0 waits for MeshEvent\(cq=0, pending\)"):
+        dev.wait_command(after)
+    assert ran == ["before"] and before.done and not after.done
+    assert [c.label for c in dev._queues[0]] == [f"wait_for_event {ev.id}", "after"]
+    dev.closed = True
+
+
+@pytest.mark.parametrize("generic", [False, True])
 def test_a_command_that_raises_is_consumed_and_not_done(monkeypatch, generic):
     if generic:
         monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
