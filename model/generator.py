@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 
 from .flags import GeneratorFlags
-from .host_ints import int32_tensor
+from .host_ints import int32_tensor, int64_tensor
 from .merge_events import MergeEvent, MergeInputs, MergeRow
 from .merge_rule import MergeDecision, decide_merge, int_list
 from .slot_remap import check_remap
@@ -267,7 +267,7 @@ class Generator:
             out.append(int(torch.argmax(logits)))
             self._slots_prefilled_since_decode.add(slot)
         self._mode = "prefill"
-        return torch.tensor(out, dtype=torch.int64)
+        return int64_tensor(out)
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
@@ -360,7 +360,7 @@ class Generator:
             self.read_decode_output(out, async_read=False)
         if out.event is not None:
             self.ttnn.event_synchronize(out.event)
-        return torch.tensor(self._host_ints(out.host)[: out.rows], dtype=torch.int64).reshape(-1, 1)
+        return int64_tensor(self._host_ints(out.host)[: out.rows]).reshape(-1, 1)
 
     # -- internals ----------------------------------------------------------------------
     @staticmethod

@@ -43,6 +43,13 @@ def _table(rows: int, cols: int, salt: int) -> torch.Tensor:
     return ((h ^ (h >> 12)) % 64).to(torch.float32)
 
 
+@functools.lru_cache(maxsize=8)
+def _table_bf16(rows: int, cols: int, salt: int) -> torch.Tensor:
+    """:func:`_table` in bf16 (exact: integers 0..63), the host form a model uploads each run:
+    from_torch stores exactly these values either way, and copies them onto the device."""
+    return _table(rows, cols, salt).to(torch.bfloat16)
+
+
 @functools.lru_cache(maxsize=None)
 def _successors(p: int, config: MarkovConfig) -> list[int]:
     """The greedy next token after each token at position ``p``: one row-wise argmax over
@@ -73,9 +80,9 @@ class MarkovModel:
         self.config = config
         self.max_slots = max_slots
         rm = ttnn.ROW_MAJOR_LAYOUT
-        self.tok_table = ttnn.from_torch(_table(config.vocab_size, config.vocab_size, 1), dtype=ttnn.bfloat16,
+        self.tok_table = ttnn.from_torch(_table_bf16(config.vocab_size, config.vocab_size, 1), dtype=ttnn.bfloat16,
                                          layout=rm, device=mesh_device)
-        self.pos_table = ttnn.from_torch(_table(config.max_context, config.vocab_size, 2), dtype=ttnn.bfloat16,
+        self.pos_table = ttnn.from_torch(_table_bf16(config.max_context, config.vocab_size, 2), dtype=ttnn.bfloat16,
                                          layout=rm, device=mesh_device)
 
     def reset_slot(self, slot: int) -> None:

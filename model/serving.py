@@ -26,9 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
-
-from .host_ints import int32_tensor
+from .host_ints import int32_tensor, int64_tensor
 from .plugin_batch import PluginBatch
 from .protocol import host_tokens
 
@@ -147,9 +145,9 @@ class TTRunner:
             if rid in c.all_token_ids:
                 # vLLM sends the whole list for a request it did not schedule last step; under async
                 # scheduling it lacks the tokens still in flight, which the host already holds
-                tokens = list(c.all_token_ids[rid])
+                tokens = c.all_token_ids[rid]
                 if rid in c.resumed_req_ids or len(tokens) >= len(st.tokens):
-                    st.tokens = tokens
+                    st.tokens = list(tokens)
             st.computed = c.num_computed_tokens[i]
 
         order = list(so.num_scheduled_tokens)  # scheduling order
@@ -198,9 +196,9 @@ class TTRunner:
         if upto <= st.upto:
             return []
         table = int32_tensor(self._page_row(st)).reshape(1, -1)
-        tokens = torch.tensor([st.tokens[:upto]], dtype=torch.int64)
-        firsts = self.gen.prefill_forward(tokens, table, prompt_lens=torch.tensor([upto]), empty_slots=[st.slot],
-                                          start_pos=torch.tensor([st.upto]))
+        tokens = int64_tensor(st.tokens[:upto]).reshape(1, upto)  # torch.tensor([...]) without its list walk
+        firsts = self.gen.prefill_forward(tokens, table, prompt_lens=int64_tensor((upto,)), empty_slots=[st.slot],
+                                          start_pos=int64_tensor((st.upto,)))
         st.upto = upto
         self._prefilled_since_decode = True
         if not final:  # a chunk that does not end the prompt: its token is not an output
@@ -246,7 +244,7 @@ class TTRunner:
         else:
             signal = {"reset_batch": reset}
         self._last_table = tuple(table)
-        out = self.gen.decode_forward(torch.tensor(tokens, dtype=torch.int64).reshape(-1, 1), int32_tensor(positions),
+        out = self.gen.decode_forward(int64_tensor(tokens).reshape(-1, 1), int32_tensor(positions),
                                       int32_tensor(table, rows=True), read_from_device=False,
                                       slot_remap=None if remap is None else int32_tensor(remap), **signal)
         read = self.gen.read_decode_output(out, async_read=True)  # enqueued now, waited on later

@@ -103,8 +103,8 @@ class Chip:
     def contents(self, buf: Buffer):
         """``buf``'s data; a buffer nothing has written yet shows what its memory held."""
         if buf.data is None:
-            raw = self.region(buf.buffer_type).read_bytes(buf.address, buf.nbytes)
-            buf.data = numerics.decode(raw, buf.dtype, buf.layout, buf.padded)
+            raw = self.region(buf.buffer_type).read_bytes(buf.address, buf.nbytes)  # a new array
+            buf.data = numerics.decode(raw, buf.dtype, buf.layout, buf.padded, owned=True)
         return buf.data
 
 
@@ -378,6 +378,20 @@ class MeshDevice:
         cmd.done = True
 
     def run_until(self, condition: Callable[[], bool]) -> None:
+        if len(self._queues) == 1:
+            # one queue: _step's choice is always queue 0 and draws nothing, so run its head in
+            # place (the hang, a head waiting on an event not done or nothing queued, is _step's)
+            queue = self._queues[0]
+            while not condition():
+                cmd = queue[0] if queue else None
+                if cmd is None or (cmd.wait is not None and not cmd.wait.done):
+                    self._step()  # raises the hang
+                    continue
+                queue.popleft()
+                if cmd.fn is not None:
+                    cmd.fn()
+                cmd.done = True
+            return
         while not condition():
             self._step()
 
@@ -538,16 +552,23 @@ class MeshDevice:
                              and dst.address < hi_all and dst.address + dst.nbytes > lo_all]
         for src in stale:
             lo, hi = src.address, src.address + src.nbytes
+            s_img = None  # src's image, made once (read only: it may view src's data)
             for dst in near[src.chip.id]:
                 if dst.buffer_type != src.buffer_type:
                     continue
-                if dst.address >= hi or dst.address + dst.nbytes <= lo:
+                d_lo, d_hi = dst.address, dst.address + dst.nbytes
+                if d_lo >= hi or d_hi <= lo:
                     continue
-                img = numerics.encode(dst.data, dst.dtype, dst.layout)
-                s_img = numerics.encode(src.data, src.dtype, src.layout)
-                a, b = max(lo, dst.address), min(hi, dst.address + dst.nbytes)
-                img[a - dst.address : b - dst.address] = s_img[a - lo : b - lo]
-                dst.data = numerics.decode(img, dst.dtype, dst.layout, dst.padded)
+                if s_img is None:
+                    s_img = numerics.encode(src.data, src.dtype, src.layout, copy=False)
+                a, b = max(lo, d_lo), min(hi, d_hi)
+                if a == d_lo and b == d_hi:  # src covers all of dst: dst's own image is not needed
+                    # (a slice of src's image: decode copies it)
+                    dst.data = numerics.decode(s_img[a - lo : b - lo], dst.dtype, dst.layout, dst.padded)
+                else:
+                    img = numerics.encode(dst.data, dst.dtype, dst.layout)  # a new array, dst's from now on
+                    img[a - d_lo : b - d_lo] = s_img[a - lo : b - lo]
+                    dst.data = numerics.decode(img, dst.dtype, dst.layout, dst.padded, owned=True)
                 self.stats["trace_corruptions"] += 1
 
     # -- lifetime ---------------------------------------------------------------------

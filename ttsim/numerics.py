@@ -159,6 +159,11 @@ def _bfp_quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     return out.reshape(x.shape)
 
 
+#: float -> int32 conversions of up to this many values check their range in Python (decode
+#: positions), not with aminmax: the same answer for every value, NaN and inf included
+SMALL_RANGE_CHECK = 64
+
+
 def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
     """Round float/int data to what ``dtype`` stores, in its storage form."""
     if dtype == DataType.BFLOAT16:
@@ -174,7 +179,11 @@ def quantize(x: torch.Tensor, dtype: DataType) -> torch.Tensor:
             return x.clone()
         if x.dtype == torch.int64:
             return x.to(torch.int32)
-        if x.is_floating_point() and x.numel():
+        n = x.numel() if x.is_floating_point() else 0
+        if 0 < n <= SMALL_RANGE_CHECK:  # a few values: compared as Python floats (exact), NaN fails
+            if all(-(2**31) <= v < 2**31 for v in x.reshape(-1).tolist()):
+                return x.to(torch.int32)
+        elif n:
             lo, hi = torch.aminmax(x)  # a NaN makes both NaN: the comparison fails
             if -(2**31) <= float(lo) and float(hi) < 2**31:  # no wrap: the cast truncates toward zero
                 return x.to(torch.int32)
@@ -211,10 +220,14 @@ def physical_2d(padded: tuple[int, ...]) -> tuple[int, ...]:
     return padded if len(padded) >= 2 else (1, *padded)
 
 
-def encode(data: torch.Tensor, dtype: DataType, layout: Layout) -> np.ndarray:
-    """The byte image a device buffer holding ``data`` (storage form) has in DRAM."""
+def encode(data: torch.Tensor, dtype: DataType, layout: Layout, copy: bool = True) -> np.ndarray:
+    """The byte image a device buffer holding ``data`` (storage form) has in DRAM.
+
+    ``copy=False``: the caller only reads the image, and before ``data`` can change, so the
+    image may share memory with ``data`` (or with a temporary of the conversion)."""
     if layout == Layout.ROW_MAJOR:
-        return data.contiguous().view(torch.uint8).reshape(-1).numpy().copy()
+        img = data.contiguous().view(torch.uint8).reshape(-1).numpy()
+        return img.copy() if copy else img
     phys = physical_2d(tuple(data.shape))
     if dtype in BLOCK_FLOATS:
         tiles = _to_tiles(data.reshape(phys).to(torch.float32))  # [n, 4, 16, 16]
@@ -223,17 +236,24 @@ def encode(data: torch.Tensor, dtype: DataType, layout: Layout) -> np.ndarray:
         codes = codes.reshape(-1, 1024)
         if dtype == DataType.BFLOAT4_B:
             codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
-        return torch.cat([exps, codes.to(torch.uint8)], dim=1).reshape(-1).numpy().copy()
+        img = torch.cat([exps, codes.to(torch.uint8)], dim=1).reshape(-1).numpy()
+        return img.copy() if copy else img
     tiles = _to_tiles(data.reshape(phys))
-    return tiles.contiguous().view(torch.uint8).reshape(-1).numpy().copy()
+    img = tiles.contiguous().view(torch.uint8).reshape(-1).numpy()
+    return img.copy() if copy else img
 
 
-def decode(raw: np.ndarray, dtype: DataType, layout: Layout, padded: tuple[int, ...]) -> torch.Tensor:
-    """Storage-form data of shape ``padded`` read from the byte image ``raw``."""
+def decode(raw: np.ndarray, dtype: DataType, layout: Layout, padded: tuple[int, ...],
+           owned: bool = False) -> torch.Tensor:
+    """Storage-form data of shape ``padded`` read from the byte image ``raw``.
+
+    The result never shares memory with ``raw``, unless ``owned``: ``raw`` is the caller's
+    own array, which nothing else holds or writes, so the result may keep it."""
     raw_t = torch.from_numpy(np.ascontiguousarray(raw, dtype=np.uint8))
     tdtype = TORCH_STORAGE[dtype]
     if layout == Layout.ROW_MAJOR:
-        return raw_t.view(tdtype).reshape(padded).clone()
+        x = raw_t.view(tdtype).reshape(padded)
+        return x if owned else x.clone()
     phys = physical_2d(padded)
     if dtype in BLOCK_FLOATS:
         per_tile = 64 + (1024 if dtype == DataType.BFLOAT8_B else 512)
@@ -246,7 +266,8 @@ def decode(raw: np.ndarray, dtype: DataType, layout: Layout, padded: tuple[int, 
         values = bfp_unpack(exps, codes, dtype).reshape(-1, 4, FACE_SIZE, FACE_SIZE)
         return _from_tiles(values, phys).reshape(padded).clone()
     tiles = raw_t.view(tdtype).reshape(-1, 4, FACE_SIZE, FACE_SIZE)
-    return _from_tiles(tiles, phys).reshape(padded).clone()
+    x = _from_tiles(tiles, phys).reshape(padded)
+    return x if owned else x.clone()
 
 
 @functools.lru_cache(maxsize=4096)  # every allocation asks; a model uses a few hundred specs

@@ -519,7 +519,8 @@ def to_torch(
         out = mesh_composer.compose(shards)
     else:
         out = shards[0] if mesh_composer is None else mesh_composer.compose(shards)
-    converted = out.to(TORCH_STORAGE[tensor._dtype])
+    target = TORCH_STORAGE[tensor._dtype]
+    converted = out if out.dtype is target else out.to(target)  # (``to`` would return ``out`` itself)
     # copy what may be stored data (a host tensor's, or with a private read the buffer's own) or
     # a view of it; a composer's fresh result (torch.cat) is nobody else's
     if converted is out and (not private or out._base is not None or any(out is s for s in shards)):

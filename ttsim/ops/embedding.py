@@ -11,6 +11,10 @@ from ..types import DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, require_layout, require_same_device, run_op
 
 
+#: up to this many ids the vocabulary check reads them as Python ints (decode rows, prefill chunks)
+SMALL_IDS = 256
+
+
 class EmbeddingsType(enum.Enum):
     GENERIC = 0
     PADDED = 1
@@ -68,20 +72,32 @@ def embedding(
     if not isinstance(out_layout, Layout) or out_layout == Layout.INVALID:
         raise TTFatal(f"{op}: layout must be ROW_MAJOR_LAYOUT or TILE_LAYOUT, got {layout!r}")
     pad = padding_idx
+    n_ids = batch * seq
+    ids_2d, table_2d = len(ishape) == 2, len(wshape) == 2  # stored as [batch, seq] / [vocab, hidden] already
 
     def math(tok, table):
         # UINT32 ids are int32 bit patterns: a negative one is >= 2**31, outside any vocab, so
         # the range check and the lookup can use the stored ints as they are
-        idx = tok.reshape(batch, seq) if ids._dtype == DataType.UINT32 else tok.reshape(batch, seq).to(torch.int64)
-        lo, hi = torch.aminmax(idx) if idx.numel() else (0, 0)
-        if int(lo) < 0 or int(hi) >= vocab:
+        idx = tok if ids_2d else tok.reshape(batch, seq)
+        if ids._dtype != DataType.UINT32:
+            idx = idx.to(torch.int64)
+        if not table_2d:
+            table = table.reshape(vocab, hidden)
+        if n_ids <= SMALL_IDS:  # a few ids: as Python ints, cheaper than aminmax and two item()s
+            rows = idx.tolist()
+            vals = rows[0] if batch == 1 else [v for r in rows for v in r]
+            in_vocab = not vals or (min(vals) >= 0 and max(vals) < vocab)
+        else:
+            lo, hi = torch.aminmax(idx)
+            in_vocab = int(lo) >= 0 and int(hi) < vocab
+        if not in_vocab:
             # a card does not check device-resident ids: the kernel reads past the table.
             # ttsim gives such a row zeros (what lies past the table is not modelled)
             bad = (idx < 0) | (idx >= vocab)
-            out = torch.embedding(table.reshape(vocab, hidden), torch.where(bad, 0, idx).to(torch.int64))
+            out = torch.embedding(table, torch.where(bad, 0, idx).to(torch.int64))
             out = torch.where(bad.unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         else:
-            out = torch.embedding(table.reshape(vocab, hidden), idx)  # [batch, seq, hidden]
+            out = torch.embedding(table, idx)  # [batch, seq, hidden]
         if pad is not None:
             out = torch.where((idx == pad).unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
         return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import torch
 
 from ..tensor import Tensor, _describe
@@ -17,6 +19,9 @@ from .base import (
 )
 
 INT32_MAX = 2**31 - 1
+#: plus_one on up to this many entries (decode positions) adds in Python ints and writes them back
+#: in one copy_: a tensor-scalar comparison costs more here than the whole update in ints
+SMALL_PLUS_ONE = 64
 
 
 def _norm_dim(op: str, x: Tensor, dim: int) -> int:
@@ -171,6 +176,16 @@ def plus_one(input_tensor: Tensor, sub_core_grids=None, skip_negative_entries: b
     skip = bool(skip_negative_entries)
 
     def update(target, _chip):
+        n = target.numel()
+        if n <= SMALL_PLUS_ONE:  # the int32 storage as Python ints, the same rule, one in-place copy
+            if n:
+                vals = target.reshape(-1).tolist()
+                if skip:
+                    vals = [v + 1 if 0 <= v < INT32_MAX else v for v in vals]
+                else:  # INT32_MAX + 1 wraps to INT32_MIN
+                    vals = [v + 1 if v != INT32_MAX else -(2**31) for v in vals]
+                target.copy_(torch.frombuffer(array("i", vals), dtype=torch.int32).view(target.shape))
+            return
         if skip:  # [0, INT32_MAX) gains 1 and cannot overflow; the rest stays (one in-place add)
             target += (target >= 0) & (target != INT32_MAX)
             return
