@@ -582,3 +582,56 @@ def test_comp_allclose():
     assert ok and msg.startswith("Max ATOL Delta: ")
     ok, msg = comp_allclose(a[:2], torch.tensor([1.0, 2.5]))
     assert not ok and "Max ATOL Delta: 0.5" in msg and "Max RTOL Delta: 0.2" in msg
+
+
+# ----------------------------------------------------------------------------- reused score buffers
+
+def _fresh_take(self, slot, n):
+    """The first design's buffers: a new tensor for every q chunk (the slow path)."""
+    return torch.empty(n, dtype=torch.float32)
+
+
+def _scratch_cases():
+    g = gen(71)
+    q, k, v = rand_bf16(g, 1, 4, 301, 32), rand_bf16(g, 1, 2, 301, 32), rand_bf16(g, 1, 2, 301, 32)
+    mask = torch.zeros(1, 4, 301, 301)
+    mask[..., ::3] = float("-inf")
+    mask[:, :, 7] = float("-inf")  # a fully masked row
+    sink = torch.randn(4, generator=g)
+    base = dict(scale=None, q_chunk_size=64, k_chunk_size=32)
+    yield q, k, v, dict(base, is_causal=True)  # chunks of shrinking width, ragged last one
+    yield q[:, :, :60], k, v, dict(base, is_causal=True, q_offset=241)
+    yield q, k, v, dict(base, is_causal=False, attn_mask=mask)
+    yield q, k, v, dict(base, is_causal=True, window=40, sink=sink)
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_reused_score_buffers_change_no_bit(kernel, monkeypatch):
+    """Each thread's q chunks of a call share their score/softmax buffers (_Scratch): bitwise the
+    result of a fresh buffer per chunk, for chunks of different widths and rows, a fully masked
+    row, a sink and a window, on one thread and on two."""
+    from ttsim.kernels import attention as A
+
+    cases = list(_scratch_cases())
+    reused = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    torch.set_num_threads(2)  # restored by the autouse fixture
+    threaded = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    monkeypatch.setattr(A._Scratch, "take", _fresh_take)
+    torch.set_num_threads(1)
+    fresh = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    for a, b, c in zip(reused, threaded, fresh):
+        assert torch.equal(a.view(torch.int32), c.view(torch.int32))
+        assert torch.equal(b.view(torch.int32), c.view(torch.int32))
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_score_buffers_are_per_thread(kernel):
+    """Two threads running q chunks at once never share a buffer: many chunks on two threads,
+    repeated, give the one-thread bytes (a buffer shared across threads races)."""
+    g = gen(72)
+    q, k, v = rand_bf16(g, 1, 2, 1024, 32), rand_bf16(g, 1, 1, 1024, 32), rand_bf16(g, 1, 1, 1024, 32)
+    kw = dict(scale=None, is_causal=False, q_chunk_size=32, k_chunk_size=256)
+    one = KERNELS[kernel](q, k, v, **kw)
+    torch.set_num_threads(2)  # restored by the autouse fixture
+    for _ in range(3):
+        assert torch.equal(KERNELS[kernel](q, k, v, **kw).view(torch.int32), one.view(torch.int32))
