@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -10,3 +12,14 @@ def _torch_single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def reference_cache_dir(tmp_path_factory):
+    """Where model_helpers.cached_reference_last_logits keeps float64 references: this session's
+    temporary directory, shared by its xdist workers (each worker's basetemp is a child of it)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "reference-cache"
+    path.mkdir(exist_ok=True)
+    return path
