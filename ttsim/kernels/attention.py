@@ -141,7 +141,7 @@ def _kv_f32(t: torch.Tensor) -> torch.Tensor:
     return t.to(_F32).reshape(b * h, s, d)
 
 
-def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, window=None) -> bool:
+def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, scratch, window=None) -> bool:
     """Apply the additive mask and the causal mask to a score block ``s``
     (``[b*nkv, group*(qe-qs), ke-ks]``) in place. Returns True if -inf may have been
     introduced (so rows may be fully masked in this block)."""
@@ -149,8 +149,8 @@ def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, wind
     masked = False
     if attn_mask is not None:
         blk = attn_mask[:, :, qs:qe, ks:ke]
-        if blk.dtype != _F32:
-            blk = blk.to(_F32)
+        if blk.dtype != _F32:  # widened (exactly) into a reused buffer: a mixed-dtype add_ is 4x slower
+            blk = scratch.take("mask", blk.numel()).view(blk.shape).copy_(blk)
         s.view(b, nqh, qc, kc).add_(blk)  # broadcasts a batch / head dim of 1
         masked = True
     # Causal: the block needs masking only if its last key lies beyond the position of
@@ -259,7 +259,7 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
         n = bb * rows * (ke - ks)
         s = torch.bmm(qb, kT[:, :, ks:ke], out=s_buf[:n].view(bb, rows, ke - ks))
         masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=ks, ke=ke, causal=causal,
-                              q_offset=q_offset, attn_mask=attn_mask, window=window)
+                              q_offset=q_offset, attn_mask=attn_mask, scratch=scratch, window=window)
         seen_mask |= masked
         m_blk = s.amax(dim=-1)  # chunk row max
         p = torch.softmax(s, dim=-1, out=p_buf[:n].view(bb, rows, ke - ks))
@@ -305,7 +305,7 @@ def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_
     n = bb * rows * ke
     s = torch.bmm(qb, kT[:, :, :ke], out=scratch.take("s", n).view(bb, rows, ke))  # [b*nkv, group*qc, keys]
     masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=0, ke=ke, causal=causal,
-                          q_offset=q_offset, attn_mask=attn_mask, window=window)
+                          q_offset=q_offset, attn_mask=attn_mask, scratch=scratch, window=window)
     if sink is not None:  # one more score column (the sink); its weight multiplies no value
         s = torch.cat([s, _sink_rows(sink, b, s.shape[0] // b, qc).unsqueeze(-1)], dim=-1)
         masked = False  # a finite sink means no row is fully masked
