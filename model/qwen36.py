@@ -506,9 +506,12 @@ class Qwen36Model:
     def _causal_offset_mask(self, s, start, t):
         """Additive ``[1, 1, t, start + t]``: query row r (position start + r) sees keys <= start + r.
         Built explicitly because SDPA's ``is_causal`` aligns the diagonal at key 0, wrong past chunk 0."""
-        pos = torch.arange(start, start + t).reshape(t, 1)
-        blocked = torch.arange(start + t).reshape(1, start + t) > pos
-        m = torch.zeros(t, start + t).masked_fill_(blocked, float("-inf"))
+        # Built in bf16 (0 and -inf are exact there), so from_torch's rounding is a no-op, on a
+        # tensor half the size (at 32k this mask is the largest host tensor of a chunk); only the
+        # last t - 1 columns hold a triangle, every row sees keys 0 .. start.
+        m = torch.empty((t, start + t), dtype=torch.bfloat16)
+        m[:, :start + 1].zero_()
+        m[:, start + 1:] = torch.full((t, t - 1), float("-inf"), dtype=torch.bfloat16).triu_()  # keys > start + r
         return s(self._rep(m.reshape(1, 1, t, start + t), self.act_dtype))
 
     def _legacy_kv(self, s, i, k, v, pt_row, start, past):

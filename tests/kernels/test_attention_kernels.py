@@ -582,3 +582,150 @@ def test_comp_allclose():
     assert ok and msg.startswith("Max ATOL Delta: ")
     ok, msg = comp_allclose(a[:2], torch.tensor([1.0, 2.5]))
     assert not ok and "Max ATOL Delta: 0.5" in msg and "Max RTOL Delta: 0.2" in msg
+
+
+# ----------------------------------------------------------------------------- reused score buffers
+
+def _fresh_take(self, slot, n):
+    """The first design's buffers: a new tensor for every q chunk (the slow path)."""
+    return torch.empty(n, dtype=torch.float32)
+
+
+def _scratch_cases():
+    g = gen(71)
+    q, k, v = rand_bf16(g, 1, 4, 301, 32), rand_bf16(g, 1, 2, 301, 32), rand_bf16(g, 1, 2, 301, 32)
+    mask = torch.zeros(1, 4, 301, 301)
+    mask[..., ::3] = float("-inf")
+    mask[:, :, 7] = float("-inf")  # a fully masked row
+    sink = torch.randn(4, generator=g)
+    base = dict(scale=None, q_chunk_size=64, k_chunk_size=32)
+    yield q, k, v, dict(base, is_causal=True)  # chunks of shrinking width, ragged last one
+    yield q[:, :, :60], k, v, dict(base, is_causal=True, q_offset=241)
+    yield q, k, v, dict(base, is_causal=False, attn_mask=mask)
+    yield q, k, v, dict(base, is_causal=True, window=40, sink=sink)
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_reused_score_buffers_change_no_bit(kernel, monkeypatch):
+    """Each thread's q chunks of a call share their score/softmax buffers (_Scratch): bitwise the
+    result of a fresh buffer per chunk, for chunks of different widths and rows, a fully masked
+    row, a sink and a window, on one thread and on two."""
+    from ttsim.kernels import attention as A
+
+    cases = list(_scratch_cases())
+    reused = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    torch.set_num_threads(2)  # restored by the autouse fixture
+    threaded = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    monkeypatch.setattr(A._Scratch, "take", _fresh_take)
+    torch.set_num_threads(1)
+    fresh = [KERNELS[kernel](q, k, v, **kw) for q, k, v, kw in cases]
+    for a, b, c in zip(reused, threaded, fresh):
+        assert torch.equal(a.view(torch.int32), c.view(torch.int32))
+        assert torch.equal(b.view(torch.int32), c.view(torch.int32))
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_score_buffers_are_per_thread(kernel):
+    """Two threads running q chunks at once never share a buffer: many chunks on two threads,
+    repeated, give the one-thread bytes (a buffer shared across threads races)."""
+    g = gen(72)
+    q, k, v = rand_bf16(g, 1, 2, 1024, 32), rand_bf16(g, 1, 1, 1024, 32), rand_bf16(g, 1, 1, 1024, 32)
+    kw = dict(scale=None, is_causal=False, q_chunk_size=32, k_chunk_size=256)
+    one = KERNELS[kernel](q, k, v, **kw)
+    torch.set_num_threads(2)  # restored by the autouse fixture
+    for _ in range(3):
+        assert torch.equal(KERNELS[kernel](q, k, v, **kw).view(torch.int32), one.view(torch.int32))
+
+
+# ----------------------------------------------------------------------------- bf16 masks widened per q chunk
+
+
+def _mask_cases():
+    g = gen(73)
+    for b, nqh, nkv, mb, mh in ((1, 4, 2, 1, 1), (2, 4, 2, 2, 1), (1, 4, 1, 1, 4)):
+        q, k, v = rand_bf16(g, b, nqh, 197, 32), rand_bf16(g, b, nkv, 230, 32), rand_bf16(g, b, nkv, 230, 32)
+        mask = torch.randn(mb, mh, 197, 230, generator=g).to(torch.bfloat16)
+        mask[..., 150:] = float("-inf")
+        mask[..., 3, :] = float("-inf")  # a fully masked row
+        mask[..., 9, 17] = float("nan")
+        yield q, k, v, mask
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_a_bf16_mask_gives_the_bytes_of_its_float32_widening(kernel):
+    """The device op hands the kernel its mask as stored (bf16), widened one q chunk at a time
+    into a reused buffer: bitwise the result of the whole mask widened first, for masks broadcast
+    over batch and heads or per batch row or per head, a fully masked row and a NaN, on one thread
+    and two."""
+    for q, k, v, mask in _mask_cases():
+        kw = dict(scale=None, is_causal=False, q_chunk_size=64, k_chunk_size=64)
+        want = KERNELS[kernel](q, k, v, attn_mask=mask.float(), **kw)
+        assert torch.equal(KERNELS[kernel](q, k, v, attn_mask=mask, **kw).view(torch.int32), want.view(torch.int32))
+        torch.set_num_threads(2)  # restored by the autouse fixture
+        assert torch.equal(KERNELS[kernel](q, k, v, attn_mask=mask, **kw).view(torch.int32), want.view(torch.int32))
+        torch.set_num_threads(1)
+
+
+def test_the_sdpa_op_stores_the_bytes_of_the_kernel_on_widened_inputs():
+    """ttsim's scaled_dot_product_attention reads its inputs as stored (bf16 q/k/v, mask and sink
+    are not widened to float32 first): its output bytes are those of the legacy kernel on the
+    widened inputs, rounded as the device rounds (NaN canonical), with a NaN key, an inf value,
+    a NaN in the mask and a sink."""
+    import ttsim
+    from ttsim import numerics
+
+    dev = ttsim.open_device(device_id=0)
+    try:
+        g = gen(74)
+        q, k, v = rand_bf16(g, 1, 4, 96, 32), rand_bf16(g, 1, 2, 128, 32), rand_bf16(g, 1, 2, 128, 32)
+        k[0, 0, 7, 3], v[0, 1, 20, 2] = float("nan"), float("inf")
+        mask = torch.zeros(1, 1, 96, 128, dtype=torch.bfloat16)
+        mask[..., 100:] = float("-inf")
+        mask[0, 0, 11, 13] = float("nan")
+        sink = (torch.rand(1, 4, 1, 1, generator=g) * 3).to(torch.bfloat16)
+
+        def dev_t(x):
+            return ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=dev)
+
+        cfg = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(8, 8), q_chunk_size=32,
+                                      k_chunk_size=64)
+        sink_logits = sink.float().reshape(4) * 32 ** -0.5  # stored value times the scale
+        for extra, sink_logits in (({"attn_mask": dev_t(mask), "is_causal": False}, None),
+                                   ({"attention_sink": dev_t(sink), "is_causal": True}, sink_logits)):
+            got = ttsim.to_torch(ttsim.transformer.scaled_dot_product_attention(
+                dev_t(q), dev_t(k), dev_t(v), program_config=cfg, **extra))
+            want = sdpa_legacy(q.float(), k.float(), v.float(), scale=None, q_chunk_size=32, k_chunk_size=64,
+                               is_causal=extra["is_causal"], attn_mask=mask.float() if sink_logits is None else None,
+                               sink=sink_logits)
+            want = numerics.to_bfloat16(want)
+            assert bool(want.isnan().any())  # the NaN key reaches the output, canonicalised
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    finally:
+        ttsim.close_device(dev)
+
+
+def test_the_sdpa_op_on_junk_stores_what_the_float32_path_stores(monkeypatch):
+    """Differential on never-written memory (odd NaN payloads, infinities, -0.0, subnormals in q, k,
+    v and the mask): the op reading its bf16 inputs as stored, and once through the float32
+    widening (chip_stored swapped for chip_logical), store the same bytes."""
+    import ttsim
+    from ttsim.ops import base
+
+    dev = ttsim.open_device(device_id=0)
+    try:
+        def junk(*shape):
+            return ttsim.allocate_tensor_on_device(ttsim.Shape(list(shape)), ttsim.bfloat16, ttsim.TILE_LAYOUT, dev)
+
+        q, k, v, mask = junk(1, 2, 64, 32), junk(1, 1, 96, 32), junk(1, 1, 96, 32), junk(1, 1, 64, 96)
+        raw = ttsim.to_torch(mask).view(torch.int16)
+        assert bool(((raw & 0x7F80) == 0x7F80).any()), "junk holds no NaN/inf"
+
+        def run():
+            out = ttsim.transformer.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=False)
+            return ttsim.to_torch(out).view(torch.int16)
+
+        fast = run()
+        monkeypatch.setattr(base, "chip_stored", base.chip_logical)
+        assert torch.equal(fast, run())
+    finally:
+        ttsim.close_device(dev)

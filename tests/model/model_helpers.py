@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import dataclasses
 import functools
+import hashlib
+import inspect
+import os
+from pathlib import Path
 
 import torch
+from filelock import FileLock  # a dependency of torch
 
 from model.config import ModelConfig
+from model import reference
 from model.qwen36 import Qwen36Model
 from model.tokenizer import encode
 from model.weights import generate_weights
@@ -29,6 +38,53 @@ def prompt(n: int, offset: int = 0) -> list[int]:
     """``n`` byte tokens of English text starting ``offset`` bytes into a repeating passage."""
     ids = encode(TEXT)
     return [ids[(offset + i) % len(ids)] for i in range(n)]
+
+
+#: glibc's mallopt parameters and their defaults (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536
+
+
+def glibc():
+    """The C library if it is glibc (mallopt, malloc_trim), else None."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def reference_key(config: ModelConfig, weights: dict, tokens) -> str:
+    """A hash of everything :func:`model.reference.reference_last_logits` reads: the config, every
+    weight's name, dtype, shape and bytes, the tokens, the reference's source and torch's version."""
+    h = hashlib.sha256()
+    h.update(repr(sorted(dataclasses.asdict(config).items())).encode())
+    for name in sorted(weights):
+        w = weights[name].detach().contiguous()
+        h.update(f"{name}:{w.dtype}:{tuple(w.shape)}".encode())
+        h.update(w.view(torch.uint8).numpy().tobytes() if w.numel() else b"")
+    h.update(repr([int(t) for t in tokens]).encode())
+    h.update(inspect.getsource(reference).encode())
+    h.update(torch.__version__.encode())
+    return h.hexdigest()
+
+
+def cached_reference_last_logits(cache_dir: Path, config: ModelConfig, weights: dict, tokens) -> torch.Tensor:
+    """``reference_last_logits`` once per test session: at 32k tokens the float64 reference takes
+    seconds, and the xdist workers running tests of the same prompt would each compute it. The
+    file (in the session's temporary directory, see conftest) is named by :func:`reference_key`;
+    a lock makes a second worker wait for the first one's result instead of computing it again."""
+    path = Path(cache_dir) / f"reference-{reference_key(config, weights, tokens)}.pt"
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return torch.load(path)
+        want = reference.reference_last_logits(config, weights, tokens)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save(want, tmp)
+        os.replace(tmp, path)  # readers never see a partial file
+        return want
 
 
 def pages(config: ModelConfig, slot: int, n_slots: int = 8) -> torch.Tensor:

@@ -18,7 +18,7 @@ from model.config import TINY
 from model.pcc import comp_pcc
 from model.qwen36 import Qwen36Model
 from model.reference import reference_last_logits
-from model_helpers import build, prompt, weights_for
+from model_helpers import build, cached_reference_last_logits, prompt, weights_for
 
 PCC_LONG = 0.9994  # the production gate (worst case measured on cards: 0.999447 at 245k)
 
@@ -166,19 +166,14 @@ def test_peaked_gate_sees_a_model_level_streaming_mutant(ttnn, mesh_device, monk
     record_property(f"pcc peaked mutant {mutant}", _fails_gate(want, got))
 
 
-@functools.lru_cache(maxsize=1)
-def _reference_32k():
-    n = 32768
-    cfg = _long_config(n, 2048)
-    toks = prompt(n, offset=17)
-    return cfg, toks, reference_last_logits(cfg, weights_for(cfg), toks)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "legacy"])
 @pytest.mark.parametrize("mesh_device", [2], indirect=True)
-def test_prefill_32k_tp2_matches_reference(ttnn, mesh_device, streaming, record_property):
-    cfg, toks, want = _reference_32k()
+def test_prefill_32k_tp2_matches_reference(ttnn, mesh_device, streaming, record_property, reference_cache_dir):
+    n = 32768
+    cfg = _long_config(n, 2048)
+    toks = prompt(n, offset=17)
+    want = cached_reference_last_logits(reference_cache_dir, cfg, weights_for(cfg), toks)
     got = _prefill(ttnn, mesh_device, cfg, toks, streaming)
     _check(f"32k {'streaming' if streaming else 'legacy'} TP=2 vs reference", want, got, record=record_property)
 

@@ -174,3 +174,28 @@ def test_legacy_masks_show_each_query_its_keys_up_to_its_own_position(ttnn, mesh
         assert tuple(mask.shape) == (1, 1, t, s)
         visible = torch.arange(s)[None, :] <= (start + torch.arange(t))[:, None]
         assert torch.equal(mask[0, 0] == 0, visible) and bool(torch.isneginf(mask[0, 0][~visible]).all())
+
+
+def _f32_mask(start: int, t: int) -> torch.Tensor:
+    """The mask as first written (float32, rounded to bf16 by from_torch): the bytes to match."""
+    pos = torch.arange(start, start + t).reshape(t, 1)
+    blocked = torch.arange(start + t).reshape(1, start + t) > pos
+    return torch.zeros(t, start + t).masked_fill_(blocked, float("-inf")).reshape(1, 1, t, start + t)
+
+
+@pytest.mark.parametrize("start,t", [(0, 128), (128, 128), (256, 44), (0, 1), (96, 33)])
+@pytest.mark.parametrize("mesh_device", [1, 2], indirect=True)
+def test_legacy_mask_built_in_bf16_stores_the_bytes_of_the_f32_construction(ttnn, mesh_device, start, t):
+    """The mask is built directly in bf16 (no float32 tensor, no rounding pass): on every chip it
+    holds exactly the bytes the float32 construction stored, +0.0 (not -0.0) included, for full,
+    ragged (tile-padded) and one-row chunks."""
+    model = build(ttnn, mesh_device, TINY, sdpa_streaming=False)
+    scope = []
+    got = model._causal_offset_mask(lambda x: scope.append(x) or x, start, t)
+    want = model._rep(_f32_mask(start, t), model.act_dtype)
+    assert got.dtype == want.dtype and tuple(got.shape) == (1, 1, t, start + t)
+    for g, w in zip(ttnn.get_device_tensors(got), ttnn.get_device_tensors(want)):
+        g, w = ttnn.to_torch(g), ttnn.to_torch(w)
+        assert g.dtype == w.dtype == torch.bfloat16
+        assert torch.equal(g.view(torch.int16), w.view(torch.int16))
+    assert scope == [got]  # the scope owns it (freed with the chunk)

@@ -133,3 +133,56 @@ def test_last_only_reference_equals_full():
         toks = prompt(90)
         full = reference_prefill(cfg, w, toks)[-1]
         torch.testing.assert_close(reference_last_logits(cfg, w, toks, chunk=32), full, rtol=1e-10, atol=1e-10)
+
+
+def _counting_reference(monkeypatch):
+    """model.reference.reference_last_logits, counting its calls (the cache's misses)."""
+    from model import reference
+
+    calls = []
+    real = reference.reference_last_logits
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reference, "reference_last_logits", counted)
+    return calls
+
+
+def test_reference_cache_hit_returns_the_computed_bytes(tmp_path, monkeypatch):
+    """The session cache of float64 references (model_helpers): the first call computes and stores,
+    the second reads the file back, bitwise the direct computation's, without computing."""
+    from model.reference import reference_last_logits
+    from model_helpers import cached_reference_last_logits
+
+    w, toks = weights_for(TINY), prompt(40)
+    direct = reference_last_logits(TINY, w, toks)
+    calls = _counting_reference(monkeypatch)
+    first = cached_reference_last_logits(tmp_path, TINY, w, toks)
+    second = cached_reference_last_logits(tmp_path, TINY, w, toks)
+    assert len(calls) == 1
+    for got in (first, second):
+        assert got.dtype == torch.float64 and torch.equal(got.view(torch.int64), direct.view(torch.int64))
+    assert len(list(tmp_path.glob("reference-*.pt"))) == 1 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_reference_cache_key_changes_with_config_weights_and_tokens(tmp_path, monkeypatch):
+    """A changed config field, one changed weight element or one changed token is another file (and
+    another result), never the cached one."""
+    from model.reference import reference_last_logits
+    from model_helpers import cached_reference_last_logits, reference_key
+
+    w, toks = weights_for(TINY), prompt(40)
+    w2 = dict(w)
+    w2["lm_head"] = w["lm_head"].clone()
+    w2["lm_head"][3, 5] += 0.25
+    cfg2 = dataclasses.replace(TINY, rope_theta=5000.0)
+    toks2 = toks[:-1] + [(toks[-1] + 1) % TINY.vocab_size]
+    variants = [(TINY, w, toks), (cfg2, w, toks), (TINY, w2, toks), (TINY, w, toks2)]
+    assert len({reference_key(*v) for v in variants}) == len(variants)
+    calls = _counting_reference(monkeypatch)
+    for cfg, ww, tt in variants:
+        got = cached_reference_last_logits(tmp_path, cfg, ww, tt)
+        assert torch.equal(got, reference_last_logits(cfg, ww, tt))
+    assert len(calls) == len(variants)  # one miss each (the direct calls above are not counted)

@@ -63,6 +63,7 @@ before writing anything, so a refused call leaves the cache untouched.
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
@@ -140,7 +141,7 @@ def _kv_f32(t: torch.Tensor) -> torch.Tensor:
     return t.to(_F32).reshape(b * h, s, d)
 
 
-def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, window=None) -> bool:
+def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, scratch, window=None) -> bool:
     """Apply the additive mask and the causal mask to a score block ``s``
     (``[b*nkv, group*(qe-qs), ke-ks]``) in place. Returns True if -inf may have been
     introduced (so rows may be fully masked in this block)."""
@@ -148,8 +149,8 @@ def _apply_masks(s, *, b, nqh, qs, qe, ks, ke, causal, q_offset, attn_mask, wind
     masked = False
     if attn_mask is not None:
         blk = attn_mask[:, :, qs:qe, ks:ke]
-        if blk.dtype != _F32:
-            blk = blk.to(_F32)
+        if blk.dtype != _F32:  # widened (exactly) into a reused buffer: a mixed-dtype add_ is 4x slower
+            blk = scratch.take("mask", blk.numel()).view(blk.shape).copy_(blk)
         s.view(b, nqh, qc, kc).add_(blk)  # broadcasts a batch / head dim of 1
         masked = True
     # Causal: the block needs masking only if its last key lies beyond the position of
@@ -201,13 +202,25 @@ def _validate_common(q, k, v, scale, q_offset, q_chunk_size, k_chunk_size, attn_
 # ----------------------------------------------------------------------------- cores
 
 
+class _Scratch(threading.local):
+    """Score buffers reused by the q chunks one thread runs in one call. A fresh multi-MB tensor
+    per chunk is fresh pages, faulted in on first touch (at 32k keys that doubled the score
+    bmm and tripled the softmax); the same ops writing the same values elsewhere change no bit."""
+
+    def take(self, slot: str, n: int) -> torch.Tensor:
+        buf = self.__dict__.get(slot)
+        if buf is None or buf.numel() < n:
+            buf = self.__dict__[slot] = torch.empty(n, dtype=_F32)
+        return buf[:n]
+
+
 def _rescale(m_old: torch.Tensor, m_new: torch.Tensor) -> torch.Tensor:
     """The online softmax's rescale of the running state, ``exp(m_old - m_new)``: its own
     function so the mutation tests can break exactly this step (tests/model, tests/kernels)."""
     return torch.exp(m_old - m_new)
 
 
-def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, window=None,
+def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, scratch, window=None,
                      sink=None):
     """Online softmax of one q chunk over KV chunks; writes ``out`` ``[b, nqh, qc, dv]``.
 
@@ -234,8 +247,8 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
     acc = torch.zeros((bb, rows, dv), dtype=_F32)  # unnormalised output
     # Workspace reused by every KV chunk: the score block and its softmax.
     width = min(k_chunk, k_end)
-    s_buf = torch.empty(bb * rows * width, dtype=_F32)
-    p_buf = torch.empty(bb * rows * width, dtype=_F32)
+    s_buf = scratch.take("s", bb * rows * width)
+    p_buf = scratch.take("p", bb * rows * width)
     pv = torch.empty((bb, rows, dv), dtype=_F32)
     seen_mask = False
     # KV chunks entirely above the diagonal (ks >= q_offset + qe) are never visited.
@@ -246,7 +259,7 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
         n = bb * rows * (ke - ks)
         s = torch.bmm(qb, kT[:, :, ks:ke], out=s_buf[:n].view(bb, rows, ke - ks))
         masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=ks, ke=ke, causal=causal,
-                              q_offset=q_offset, attn_mask=attn_mask, window=window)
+                              q_offset=q_offset, attn_mask=attn_mask, scratch=scratch, window=window)
         seen_mask |= masked
         m_blk = s.amax(dim=-1)  # chunk row max
         p = torch.softmax(s, dim=-1, out=p_buf[:n].view(bb, rows, ke - ks))
@@ -279,7 +292,7 @@ def _streaming_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask,
     torch.div(acc.view(b, nqh, qc, dv), l.view(b, nqh, qc, 1), out=out)
 
 
-def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, window=None,
+def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_chunk, out, scratch, window=None,
                   sink=None):
     """Materialised softmax of one q chunk over all its visible keys."""
     sk, dv = kT.shape[2], vf.shape[2]
@@ -288,16 +301,19 @@ def _legacy_chunk(qb, kT, vf, *, b, nqh, qs, qe, causal, q_offset, attn_mask, k_
     if ke == 0:
         out.zero_()
         return
-    s = torch.bmm(qb, kT[:, :, :ke])  # [b*nkv, group*qc, visible keys]
+    bb, rows, _ = qb.shape
+    n = bb * rows * ke
+    s = torch.bmm(qb, kT[:, :, :ke], out=scratch.take("s", n).view(bb, rows, ke))  # [b*nkv, group*qc, keys]
     masked = _apply_masks(s, b=b, nqh=nqh, qs=qs, qe=qe, ks=0, ke=ke, causal=causal,
-                          q_offset=q_offset, attn_mask=attn_mask, window=window)
+                          q_offset=q_offset, attn_mask=attn_mask, scratch=scratch, window=window)
     if sink is not None:  # one more score column (the sink); its weight multiplies no value
         s = torch.cat([s, _sink_rows(sink, b, s.shape[0] // b, qc).unsqueeze(-1)], dim=-1)
         masked = False  # a finite sink means no row is fully masked
     dead = (s.amax(dim=-1, keepdim=True) == _NEG_INF) if masked else None
-    p = torch.softmax(s, dim=-1)
     if sink is not None:
-        p = p[..., :-1]
+        p = torch.softmax(s, dim=-1)[..., :-1]
+    else:
+        p = torch.softmax(s, dim=-1, out=scratch.take("p", n).view(bb, rows, ke))
     del s
     o = torch.bmm(p, vf[:, :ke])
     if dead is not None:
@@ -351,12 +367,13 @@ def _run(chunk_fn, q, k, v, *, scale, is_causal, attn_mask, q_offset, q_chunk_si
     kT = kf.transpose(1, 2)  # view [b*nkv, d, sk]
     out = torch.empty((b, nqh, sq, dv), dtype=_F32)
     causal = bool(is_causal)
+    scratch = _Scratch()  # per thread, freed with the call
 
     def one_chunk(qs: int) -> None:
         qe = min(sq, qs + q_chunk_size)
         chunk_fn(_q_block(q, qs, qe, scale, nkv), kT, vf, b=b, nqh=nqh, qs=qs, qe=qe,
                  causal=causal, q_offset=q_offset, attn_mask=attn_mask,
-                 k_chunk=k_chunk_size, out=out[:, :, qs:qe], window=window, sink=sink)
+                 k_chunk=k_chunk_size, out=out[:, :, qs:qe], scratch=scratch, window=window, sink=sink)
 
     # Heaviest (causal: last) chunks first, so the pool's tail is short.
     starts = list(range(0, sq, q_chunk_size))

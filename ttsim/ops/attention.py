@@ -199,8 +199,13 @@ def scaled_dot_product_attention(
         return _kernel_call(op, K.sdpa_legacy, q, k, v, scale=scale, is_causal=is_causal, attn_mask=mask,
                             q_chunk_size=qc, k_chunk_size=kc, window=window, sink=logits)
 
+    # moves_values: the math is handed the inputs as stored (bf16 as bf16), not widened to float32.
+    # The kernel widens what it reads itself, exactly as run_op would (q/k/v whole, the mask one q
+    # chunk at a time into a reused buffer), and returns float32, which storage() rounds (NaNs
+    # canonicalised) as before: the same bytes, without a float32 copy of the [Sq, Sk] mask per chip
+    # (the legacy 32k prefill's largest conversion).
     return run_op(op, inputs, (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
-                  memory_config=memory_config)
+                  memory_config=memory_config, moves_values=True)
 
 
 def _check_paged(op: str, q: Tensor, k: Tensor, v: Tensor, page_table: Tensor, decode: bool,
