@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import dataclasses
 import functools
 import hashlib
@@ -38,22 +36,6 @@ def prompt(n: int, offset: int = 0) -> list[int]:
     """``n`` byte tokens of English text starting ``offset`` bytes into a repeating passage."""
     ids = encode(TEXT)
     return [ids[(offset + i) % len(ids)] for i in range(n)]
-
-
-#: glibc's mallopt parameters and their defaults (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
-DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536
-
-
-def glibc():
-    """The C library if it is glibc (mallopt, malloc_trim), else None."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only
-        return libc
-    except (OSError, AttributeError):
-        return None
 
 
 def reference_key(config: ModelConfig, weights: dict, tokens) -> str:
