@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 
 from .flags import GeneratorFlags
-from .host_ints import int32_tensor, int64_tensor
+from .host_ints import int32_bits, int32_tensor, int64_tensor
 from .merge_events import MergeEvent, MergeInputs, MergeRow
 from .merge_rule import MergeDecision, decide_merge, int_list
 from .slot_remap import check_remap
@@ -102,11 +102,6 @@ def _rows(tokens) -> list[list[int]]:
     return tokens.tolist() if hasattr(tokens, "tolist") else [list(r) for r in tokens]
 
 
-def _int32_bits(v: int) -> int:
-    """The low 32 bits of ``v`` as a signed int32 (two's complement, as a static_cast does)."""
-    return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
-
-
 class _DecodeTrace:
     """One width's decode: persistent input buffers and (once captured) a trace.
 
@@ -147,7 +142,7 @@ class _DecodeTrace:
                 # upstream acknowledges these as corruptible (trace-buffer reuse opt-in); the
                 # hazard is the mechanism, so the warning is expected here
                 warnings.filterwarnings("ignore", message="Allocating device buffers is unsafe")
-                self.tokens = put(int32_tensor(map(_int32_bits, tokens)), (1, bucket), ttnn.uint32)
+                self.tokens = put(int32_tensor(map(int32_bits, tokens)), (1, bucket), ttnn.uint32)
                 self.positions = put(int32_tensor(positions), (bucket,), ttnn.int32)
                 self.page_table = put(int32_tensor(page_table, rows=True), (bucket, max_pages), ttnn.int32)
                 self.slots = put(int32_tensor(slots), (bucket,), ttnn.int32)
@@ -455,8 +450,8 @@ class Generator:
     def _write_tokens(self, trace: _DecodeTrace, tokens: list[int], positions: list[int]) -> None:
         # staged as int32 bit patterns: a uint32 token of 2**31 or more wraps, as production's
         # int32 staging does
-        self._upload(int32_tensor(map(_int32_bits, tokens)), trace.tokens, self.ttnn.uint32)
-        self._upload(int32_tensor(map(_int32_bits, positions)), trace.positions, self.ttnn.int32)
+        self._upload(int32_tensor(map(int32_bits, tokens)), trace.tokens, self.ttnn.uint32)
+        self._upload(int32_tensor(map(int32_bits, positions)), trace.positions, self.ttnn.int32)
 
     def _read_device_state(self, trace: _DecodeTrace, bucket: int) -> tuple[list[int], list[int]]:
         """The trace's token/position inputs as the merge reads them.

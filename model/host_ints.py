@@ -15,6 +15,12 @@ from itertools import chain
 import torch
 
 
+def int32_bits(v: int) -> int:
+    """The low 32 bits of ``v`` as a signed int32 (two's complement, as a static_cast does): a
+    uint32 token staged as int32 wraps."""
+    return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
 @functools.lru_cache(maxsize=4096)
 def _row_bytes(row: tuple) -> bytes:
     """A row of ints packed as int32 (OverflowError for a value outside int32, as unpacked)."""

@@ -54,6 +54,8 @@ from enum import Enum
 
 import torch
 
+from .host_ints import int32_bits
+
 #: position of the page table in the decode input tuple (upstream's DECODE_PAGE_TABLE_INPUT_IDX)
 PAGE_TABLE_INPUT_IDX = 3
 #: position of the per-row state slots (ours; past upstream's common four)
@@ -121,11 +123,6 @@ def _ints(x, what: str) -> list[int]:
         return [int(v) for v in x]
     except (TypeError, ValueError):
         raise ValueError(f"{what} must be a sequence of ints, got {type(x).__name__}") from None
-
-
-def _int32_bits(v: int) -> int:
-    """The low 32 bits of ``v`` as a signed int32 (a uint32 token staged as int32 wraps)."""
-    return ((v & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
 
 
 class TtModelAdapter:
@@ -199,8 +196,8 @@ class TtModelAdapter:
         if len(slot_ids) != b or any(not -1 <= s < self.model.max_slots for s in slot_ids):
             raise ValueError(f"prepare_decode_inputs_host: slots must hold {b} ids in -1..{self.model.max_slots - 1}, "
                              f"got {slot_ids}")
-        tt_tokens = self._host(torch.tensor([[_int32_bits(t) for t in toks]], dtype=torch.int32), ttnn.uint32)
-        tt_pos = self._host(torch.tensor([_int32_bits(p) for p in pos], dtype=torch.int32), ttnn.int32)
+        tt_tokens = self._host(torch.tensor([[int32_bits(t) for t in toks]], dtype=torch.int32), ttnn.uint32)
+        tt_pos = self._host(torch.tensor([int32_bits(p) for p in pos], dtype=torch.int32), ttnn.int32)
         tt_pt = None
         if page_table is not None:
             pt = page_table if isinstance(page_table, torch.Tensor) else torch.tensor(page_table)
