@@ -246,9 +246,7 @@ class TtModelAdapter:
         if capture_sampling_trace:  # upstream: the caller captures sampling itself
             return logits
         self.model.sample_on_device(logits, x)
-        old = self._decode_logits.pop(id(x), None)
-        if old is not None:
-            ttnn.deallocate(old)
+        self.release_decode_output(x)  # the previous decode's into this buffer
         self._decode_logits[id(x)] = logits
         return x, None
 
