@@ -362,12 +362,13 @@ class Generator:
     def _pad(x: list[int], n: int, fill: int) -> list[int]:
         return x[:n] + [fill] * (n - min(n, len(x)))
 
+    def _chip0(self, t):
+        """Chip 0's shard of a mesh tensor (``t`` itself on one chip): the shard the reads read."""
+        return self.ttnn.get_device_tensors(t)[0] if self.mesh_device.get_num_devices() > 1 else t
+
     def _host_ints(self, t) -> list[int]:
-        """A host tensor's values (chip 0's shard of a mesh tensor), flattened, as ints."""
-        ttnn = self.ttnn
-        if self.mesh_device.get_num_devices() > 1:
-            t = ttnn.get_device_tensors(t)[0]
-        return ttnn.to_torch(t).reshape(-1).tolist()
+        """A tensor's values (chip 0's shard of a mesh tensor), flattened, as ints."""
+        return self.ttnn.to_torch(self._chip0(t)).reshape(-1).tolist()
 
     def _staging(self, reset_batch, commands: dict) -> str | None:
         """None for the legacy ``reset_batch`` protocol; else what the reload commands ask to
