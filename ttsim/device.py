@@ -351,15 +351,22 @@ class MeshDevice:
         if len(self._queues) > 1:  # the interleaving of queues is a seeded draw per command
             self.run_until(lambda: not any(self._queues))
             return
-        queue = self._queues[0]  # one queue: commands run in order, no draw (as in _step)
+        queue = self._queues[0]
         while queue:
-            cmd = queue[0]
-            if cmd.wait is not None and not cmd.wait.done:
-                self._step()  # raises the hang
-            queue.popleft()
-            if cmd.fn is not None:
-                cmd.fn()
-            cmd.done = True
+            self._run_head(queue)
+
+    def _run_head(self, queue) -> None:
+        """Run the one queue's head in place: with one queue _step's choice is always it and
+        draws nothing. A head that cannot run (nothing queued, or waiting on an event not done)
+        is _step's hang."""
+        cmd = queue[0] if queue else None
+        if cmd is None or (cmd.wait is not None and not cmd.wait.done):
+            self._step()  # raises the hang
+            return
+        queue.popleft()
+        if cmd.fn is not None:
+            cmd.fn()
+        cmd.done = True
 
     def _runnable(self) -> list[int]:
         return [
@@ -379,18 +386,9 @@ class MeshDevice:
 
     def run_until(self, condition: Callable[[], bool]) -> None:
         if len(self._queues) == 1:
-            # one queue: _step's choice is always queue 0 and draws nothing, so run its head in
-            # place (the hang, a head waiting on an event not done or nothing queued, is _step's)
             queue = self._queues[0]
             while not condition():
-                cmd = queue[0] if queue else None
-                if cmd is None or (cmd.wait is not None and not cmd.wait.done):
-                    self._step()  # raises the hang
-                    continue
-                queue.popleft()
-                if cmd.fn is not None:
-                    cmd.fn()
-                cmd.done = True
+                self._run_head(queue)
             return
         while not condition():
             self._step()
