@@ -227,19 +227,17 @@ def encode(data: torch.Tensor, dtype: DataType, layout: Layout, copy: bool = Tru
     image may share memory with ``data`` (or with a temporary of the conversion)."""
     if layout == Layout.ROW_MAJOR:
         img = data.contiguous().view(torch.uint8).reshape(-1).numpy()
-        return img.copy() if copy else img
-    phys = physical_2d(tuple(data.shape))
-    if dtype in BLOCK_FLOATS:
-        tiles = _to_tiles(data.reshape(phys).to(torch.float32))  # [n, 4, 16, 16]
+    elif dtype in BLOCK_FLOATS:
+        tiles = _to_tiles(data.reshape(physical_2d(tuple(data.shape))).to(torch.float32))  # [n, 4, 16, 16]
         shared, codes = bfp_pack(tiles, dtype)  # [n,4,16], [n,4,16,1,16]
         exps = shared.reshape(-1, 64).to(torch.uint8)
         codes = codes.reshape(-1, 1024)
         if dtype == DataType.BFLOAT4_B:
             codes = codes[:, 0::2] | (codes[:, 1::2] << 4)
         img = torch.cat([exps, codes.to(torch.uint8)], dim=1).reshape(-1).numpy()
-        return img.copy() if copy else img
-    tiles = _to_tiles(data.reshape(phys))
-    img = tiles.contiguous().view(torch.uint8).reshape(-1).numpy()
+    else:
+        tiles = _to_tiles(data.reshape(physical_2d(tuple(data.shape))))
+        img = tiles.contiguous().view(torch.uint8).reshape(-1).numpy()
     return img.copy() if copy else img
 
 
