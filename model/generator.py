@@ -72,7 +72,7 @@ class MergeSite:
     dev_pos: list[int]
     host_tok: list[int]
     host_pos: list[int]
-    recorded: list[bool]  # per row: is ROW r's slot marked prefilled since its last decode (F1)
+    recorded: list[bool]  # per row: is ROW r's slot marked prefilled since the last decode (F1)
     # per row: is the slot gathered to row r marked (the candidate fix marks_follow_remap);
     # None without a remap, where both are the same. Kept here, not chosen by the generator,
     # so arms differing only in that flag can share a run (fixtures.shared_arms)
@@ -114,7 +114,7 @@ class _DecodeTrace:
     (ttsim replays intermediates at their captured addresses). That is the route by which
     activation bytes reach a position buffer.
 
-    ``uninitialized`` (what-if knob ``whatif_never_run_bucket``): ``allocate_tensor_on_device``
+    ``host=None`` (what-if knob ``whatif_never_run_bucket``): ``allocate_tensor_on_device``
     instead, for every width before any capture.
     """
 
@@ -225,8 +225,8 @@ class Generator:
         self._traces: dict[int, _DecodeTrace] = {}
         self._last_bucket: int | None = None
         self._mode: str | None = None  # "prefill" / "decode": F1's mode, whose switch reloads
-        # slots prefilled since their last decode; the merge reads it only with the fix on
-        # (production's Qwen path never consulted it); replays show it as a diagnostic
+        # slots prefilled since the last decode (all cleared after each); the merge reads it only
+        # with the fix on (production's Qwen path never consulted it); replays show it as a diagnostic
         self._slots_prefilled_since_decode: set[int] = set()
         self._step = 0
         self._last_read_event = None
@@ -237,7 +237,7 @@ class Generator:
                         start_pos=None, sampling_params=None, enable_trace=False, **kwargs) -> torch.Tensor:
         """Prefill ``tokens[i, start_pos[i]:prompt_lens[i]]`` of each row into slot ``empty_slots[i]``
         (model/protocol.py); returns the greedy token after each row's chunk [B]. Every row's
-        slot is marked as prefilled since its last decode (tt-metal's prefill_forward_text does
+        slot is marked as prefilled since the last decode (tt-metal's prefill_forward_text does
         so on every chunk; a chunk that does not end its prompt yields a token nobody reads)."""
         rows = _rows(tokens)
         n = len(rows)
@@ -271,7 +271,7 @@ class Generator:
         """One decode step; row ``r`` holds state slot ``r`` (position -1 = a padding row).
 
         ``tokens`` [B, 1] / ``start_pos`` [B] are the host's view; the device's own buffers win
-        between resets. ``slot_remap`` [max_slots] (row ``i`` takes slot ``remap[i]``'s state)
+        between reloads. ``slot_remap`` [max_slots] (row ``i`` takes slot ``remap[i]``'s state)
         is applied once, to the model's per-slot state and to the device rows the merge reads,
         so that afterwards row ``i`` is slot ``i``. Returns a DecodeOutput, or with
         ``read_from_device`` the sampled tokens [B, 1] (model/protocol.py).
