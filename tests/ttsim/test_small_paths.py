@@ -39,6 +39,28 @@ def _generic_run_until(self, condition):
         self._step()
 
 
+@pytest.fixture(params=[False, True])
+def generic(request, monkeypatch):
+    """The test runs on the one-queue ``run_until`` and (True) on ``run_until`` as it was."""
+    if request.param:
+        monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
+
+
+def _on_new_device(program, *args, **open_kw):
+    """``program(dev, *args)`` on a newly opened device, closed afterwards."""
+    dev = _open(**open_kw)
+    try:
+        return program(dev, *args)
+    finally:
+        ttsim.close_mesh_device(dev)
+
+
+def _lagging(**open_kw):
+    """A device that runs nothing until the host waits."""
+    with ttsim.device_knobs(readback_lag=1.0):
+        return _open(**open_kw)
+
+
 # -- run_until ----------------------------------------------------------------------------
 
 def _queue_program(dev) -> tuple:
@@ -64,17 +86,9 @@ def _queue_program(dev) -> tuple:
 
 
 def test_one_queue_run_until_runs_what_one_step_per_command_runs(monkeypatch):
-    fast = _open()
-    try:
-        got_fast = _queue_program(fast)
-    finally:
-        ttsim.close_mesh_device(fast)
+    got_fast = _on_new_device(_queue_program)
     monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
-    slow = _open()
-    try:
-        got_slow = _queue_program(slow)
-    finally:
-        ttsim.close_mesh_device(slow)
+    got_slow = _on_new_device(_queue_program)
     assert got_fast == got_slow
     assert any(n for n in got_fast[0] if isinstance(n, int) and not isinstance(n, bool)), (
         "the program must leave commands queued at some reads, or it tests nothing")
@@ -89,10 +103,8 @@ def _hang_message(dev) -> str:
     return str(err.value)
 
 
-@pytest.mark.parametrize("generic", [False, True])
-def test_waiting_on_what_no_queue_will_run_is_the_same_hang(monkeypatch, generic):
-    if generic:
-        monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
+@pytest.mark.usefixtures("generic")
+def test_waiting_on_what_no_queue_will_run_is_the_same_hang():
     dev = _open(trace_region_size=1 << 20)
     try:
         assert _hang_message(dev) == "TT_FATAL: device hang:  that no queue will record"
@@ -101,12 +113,9 @@ def test_waiting_on_what_no_queue_will_run_is_the_same_hang(monkeypatch, generic
         dev.closed = True
 
 
-@pytest.mark.parametrize("generic", [False, True])
-def test_a_head_waiting_on_an_event_no_queue_will_record_hangs_unrun(monkeypatch, generic):
-    if generic:
-        monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
-    with ttsim.device_knobs(readback_lag=1.0):  # nothing runs until the host waits
-        dev = _open(trace_region_size=1 << 20)
+@pytest.mark.usefixtures("generic")
+def test_a_head_waiting_on_an_event_no_queue_will_record_hangs_unrun():
+    dev = _lagging(trace_region_size=1 << 20)
     tid = ttsim.begin_trace_capture(dev, cq_id=0)
     ev = ttsim.record_event(dev, 0)  # captured: never recorded
     ttsim.end_trace_capture(dev, tid, cq_id=0)
@@ -121,12 +130,9 @@ def test_a_head_waiting_on_an_event_no_queue_will_record_hangs_unrun(monkeypatch
     dev.closed = True
 
 
-@pytest.mark.parametrize("generic", [False, True])
-def test_a_command_that_raises_is_consumed_and_not_done(monkeypatch, generic):
-    if generic:
-        monkeypatch.setattr(ttsim_device.MeshDevice, "run_until", _generic_run_until)
-    with ttsim.device_knobs(readback_lag=1.0):  # nothing runs until the host waits
-        dev = _open()
+@pytest.mark.usefixtures("generic")
+def test_a_command_that_raises_is_consumed_and_not_done():
+    dev = _lagging()
 
     def boom():
         raise RuntimeError("kernel failed")
@@ -153,8 +159,7 @@ def test_two_queues_keep_the_seeded_interleaving(monkeypatch):
         return real_step(self)
 
     monkeypatch.setattr(ttsim_device.MeshDevice, "_step", counting_step)
-    with ttsim.device_knobs(readback_lag=1.0):
-        dev = _open(num_command_queues=2)
+    dev = _lagging(num_command_queues=2)
     try:
         for _ in range(5):
             dev.enqueue(0, "a", None)
@@ -234,17 +239,9 @@ VICTIMS = {
 
 @pytest.mark.parametrize("case", sorted(VICTIMS))
 def test_trace_corruption_writes_what_both_images_wrote(monkeypatch, case):
-    dev = _open(trace_region_size=1 << 20)
-    try:
-        got = _corruption_program(dev, VICTIMS[case])
-    finally:
-        ttsim.close_mesh_device(dev)
+    got = _on_new_device(_corruption_program, VICTIMS[case], trace_region_size=1 << 20)
     monkeypatch.setattr(ttsim_device.MeshDevice, "_corrupt_overlaps", _reference_corrupt_overlaps)
-    ref_dev = _open(trace_region_size=1 << 20)
-    try:
-        want = _corruption_program(ref_dev, VICTIMS[case])
-    finally:
-        ttsim.close_mesh_device(ref_dev)
+    want = _on_new_device(_corruption_program, VICTIMS[case], trace_region_size=1 << 20)
     assert got == want
     assert got[3]["trace_corruptions"] >= 2 * len(VICTIMS[case]), "every victim must be hit on both replays"
 
