@@ -130,7 +130,7 @@ class _DecodeTrace:
             self.positions = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
             self.page_table = alloc(ttnn.Shape([bucket, max_pages]), ttnn.int32, rm, device)
             self.slots = alloc(ttnn.Shape([bucket]), ttnn.int32, rm, device)
-            self.page_table_host = None
+            self.page_table_host = self.slots_host = None  # what was last written: nothing yet
         else:
             tokens, positions, page_table, slots = host
             mapper = ttnn.ReplicateTensorToMesh(device)
@@ -146,8 +146,7 @@ class _DecodeTrace:
                 self.positions = put(int32_tensor(positions), (bucket,), ttnn.int32)
                 self.page_table = put(int32_tensor(page_table, rows=True), (bucket, max_pages), ttnn.int32)
                 self.slots = put(int32_tensor(slots), (bucket,), ttnn.int32)
-            self.page_table_host = page_table
-        self.slots_host: tuple[int, ...] | None = None if host is None else tuple(host[3])
+            self.page_table_host, self.slots_host = page_table, tuple(slots)
         # host mirrors for the what-if asynchronous merge read (persistent host tensors)
         self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
         self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
@@ -516,11 +515,11 @@ class Generator:
         return d
 
     def _allocate_inputs(self) -> None:
-        """What-if ``whatif_never_run_bucket``: every width's inputs, uninitialized, at once."""
-        if not self._traces:
-            for bucket in BUCKETS:
-                self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
-                                                    self.max_pages, self.enable_trace)
+        """What-if ``whatif_never_run_bucket``: every width's inputs, uninitialized, at once (_store
+        calls it before the first width exists)."""
+        for bucket in BUCKETS:
+            self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
+                                                self.max_pages, self.enable_trace)
 
     def warm_up(self) -> int:
         """Capture a decode trace for every width now (instead of at first use), each on inputs
