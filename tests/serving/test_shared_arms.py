@@ -30,7 +30,7 @@ def _our_generator():
     with generator_in_force(None):
         yield
 
-# seed -> the groups that part from the run of the four merging arms (found with run_arms)
+# seed -> the groups that part from the run of the six merging arms (found with run_arms)
 # (seed 1: all+last-run and all+remap-marks share all's run and part at the merges their own
 # reads and marks decide apart; on 104 and 110 all+last-run reads other inputs, guard-rejects
 # other merges, and writes what all writes to the end)
