@@ -1,10 +1,6 @@
-"""The ttnn namespace ttsim presents: every name ``import ttsim as ttnn`` gives.
-
-The package (ttsim/__init__.py) loads this module at the first use of any of these names,
-so a process that only parses a seed (the CLI, the pytest plugin, an inner session that
-never touches a device) does not import torch. Names, signatures and defaults mirror ttnn
-0.81.1 (checked by tests/ttsim/test_conformance.py against the real package); what ttsim
-adds beyond ttnn is listed in :data:`EXTENSIONS`.
+"""The ttnn namespace ttsim presents: every name ``import ttsim as ttnn`` gives, and
+:data:`EXTENSIONS`, what ttsim adds beyond ttnn. The package loads it at the first use of any
+of these names (ttsim/__init__.py says why and what the names mirror).
 """
 
 from .api import (
