@@ -74,3 +74,25 @@ def test_a_slot_remap_that_is_not_a_permutation_is_refused_before_anything_moves
     assert gen._traces == {}
     with pytest.raises(ValueError, match="one old slot for each of the 8 slots, got 3 entries"):
         gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=[2, 1, 0])
+
+
+def test_on_a_tp2_mesh_the_merge_reads_chip_0s_shard_of_a_bucket():
+    """On TP=2 a decode bucket's input buffers are replicated per chip; the merge's reads (and
+    the sweep's peek of them) take chip 0's shard: one bucket-long row, not both chips'."""
+    from fixtures.shared_arms import SharedArmsGenerator
+
+    s = System(0, FaultKnobs(), mesh_cols=2)
+    try:
+        gen = s.generator(flags=ARMS["all"])
+        gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, s.max_pages, dtype=torch.int32), empty_slots=[0])
+        out = gen.decode_forward([5], [3], [_row(s, 1)], reset_batch=True, read_from_device=False)
+        read_tokens(gen, ttsim, out)
+        trace = out.trace
+        chip0 = ttsim.get_device_tensors(trace.positions)[0]
+        assert gen._host_ints(trace.positions) == ttsim.to_torch(chip0).reshape(-1).tolist()
+        assert len(gen._host_ints(trace.positions)) == len(gen._host_ints(trace.tokens)) == 1
+        peeked = SharedArmsGenerator._peeked(gen, trace, 1)
+        assert peeked is not None and peeked == gen._device_rows(gen._host_ints(trace.tokens),
+                                                                  gen._host_ints(trace.positions), 1)
+    finally:
+        s.close()
