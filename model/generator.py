@@ -190,7 +190,8 @@ CONTRACT_COMMANDS = ("reload_inputs", "reload_page_table", "reload_sampling_para
 
 class Generator:
     #: 0: the legacy ``reset_batch`` protocol (what the plugin at e3fc8494 sends); 1: the reload
-    #: commands (``decode_contract.py``), chosen per instance with ``decode_contract=``
+    #: commands (``decode_contract.py``). A subclass may declare it here, as tt-metal's
+    #: generators do; ``decode_contract=`` overrides it per instance
     decode_input_update_contract = 0
 
     def __init__(
@@ -206,8 +207,10 @@ class Generator:
         enable_trace: bool = True,
         bucket_policy: Callable[[int], int] | None = None,
         on_merge: Callable[[MergeEvent], None] | None = None,
-        decode_contract: int = 0,
+        decode_contract: int | None = None,
     ):
+        if decode_contract is None:  # the class's declaration, a subclass's included
+            decode_contract = type(self).decode_input_update_contract
         if decode_contract not in (0, 1):
             raise ValueError(f"decode_contract must be 0 (reset_batch) or 1 (reload commands), got {decode_contract!r}")
         self.decode_input_update_contract = decode_contract

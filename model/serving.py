@@ -66,7 +66,6 @@ class TTRunner:
         # changed since the last decode (sticky until a decode consumes it). Off: every
         # request keeps one stable slot as its row, rows up to the highest active slot, and a
         # reset when the set of decoding (slot, request) pairs differs from the last decode's.
-        self.plugin_layout = plugin_layout
         self.batch = PluginBatch(max_slots) if plugin_layout else None
         self._layout_changed = True
         self._row_ids: list[str | None] = []  # the request of each row of the decode in flight

@@ -65,6 +65,33 @@ def test_a_legacy_generator_refuses_the_commands():
         Generator(None, ttsim, None, flags=ARMS["all"], max_context=8, max_pages=1, decode_contract=2)
 
 
+class _DeclaresTheContract(Generator):
+    decode_input_update_contract = 1  # declared on the class, as tt-metal's generators do
+
+
+def _markov_generator(cls, **kw):
+    device = ttsim.open_device(device_id=0)
+    try:
+        model = MarkovModel(ttsim, device, MARKOV, max_slots=8)
+        return cls(model, ttsim, device, flags=ARMS["control"], max_context=MARKOV.max_context,
+                   max_pages=MAX_PAGES, enable_trace=True, **kw)
+    finally:
+        ttsim.close_device(device)
+
+
+def test_a_subclass_declaring_the_contract_on_the_class_keeps_it():
+    g = _markov_generator(_DeclaresTheContract)
+    assert g.decode_input_update_contract == 1
+    assert _markov_generator(Generator).decode_input_update_contract == 0
+
+
+def test_decode_contract_overrides_the_class_declaration_either_way():
+    assert _markov_generator(_DeclaresTheContract, decode_contract=0).decode_input_update_contract == 0
+    assert _markov_generator(Generator, decode_contract=1).decode_input_update_contract == 1
+    with pytest.raises(ValueError, match="decode_contract must be 0"):
+        _markov_generator(_DeclaresTheContract, decode_contract=2)
+
+
 def test_reload_inputs_restages_the_host_and_none_keeps_the_device_state(gen):
     first = _decode(gen, [5, 6], [3, 7], **ALL)
     assert _device_rows(gen, 2) == (first, [4, 8])  # the device sampled and advanced
