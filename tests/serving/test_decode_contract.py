@@ -4,6 +4,7 @@ declaring ``decode_input_update_contract = 1`` gets them from the runner."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -24,16 +25,23 @@ NONE = dict.fromkeys(CONTRACT_COMMANDS, False)
 ALL = {**NONE, "reload_inputs": True}
 
 
-@pytest.fixture
-def gen():
-    ttsim.set_seed(3)
+@contextlib.contextmanager
+def _markov_generator(cls=Generator, **kw):
+    """A sweep-model generator of class ``cls`` on an open device, closed on exit."""
     device = ttsim.open_device(device_id=0)
     try:
         model = MarkovModel(ttsim, device, MARKOV, max_slots=8)
-        yield Generator(model, ttsim, device, flags=ARMS["control"], max_context=MARKOV.max_context,
-                        max_pages=MAX_PAGES, enable_trace=True, decode_contract=1)
+        yield cls(model, ttsim, device, flags=ARMS["control"], max_context=MARKOV.max_context,
+                  max_pages=MAX_PAGES, enable_trace=True, **kw)
     finally:
         ttsim.close_device(device)
+
+
+@pytest.fixture
+def gen():
+    ttsim.set_seed(3)
+    with _markov_generator(decode_contract=1) as g:
+        yield g
 
 
 def _decode(gen, toks, pos, **commands):
@@ -69,27 +77,21 @@ class _DeclaresTheContract(Generator):
     decode_input_update_contract = 1  # declared on the class, as tt-metal's generators do
 
 
-def _markov_generator(cls, **kw):
-    device = ttsim.open_device(device_id=0)
-    try:
-        model = MarkovModel(ttsim, device, MARKOV, max_slots=8)
-        return cls(model, ttsim, device, flags=ARMS["control"], max_context=MARKOV.max_context,
-                   max_pages=MAX_PAGES, enable_trace=True, **kw)
-    finally:
-        ttsim.close_device(device)
+def _contract_of(cls, **kw) -> int:
+    with _markov_generator(cls, **kw) as g:
+        return g.decode_input_update_contract
 
 
 def test_a_subclass_declaring_the_contract_on_the_class_keeps_it():
-    g = _markov_generator(_DeclaresTheContract)
-    assert g.decode_input_update_contract == 1
-    assert _markov_generator(Generator).decode_input_update_contract == 0
+    assert _contract_of(_DeclaresTheContract) == 1
+    assert _contract_of(Generator) == 0
 
 
 def test_decode_contract_overrides_the_class_declaration_either_way():
-    assert _markov_generator(_DeclaresTheContract, decode_contract=0).decode_input_update_contract == 0
-    assert _markov_generator(Generator, decode_contract=1).decode_input_update_contract == 1
+    assert _contract_of(_DeclaresTheContract, decode_contract=0) == 0
+    assert _contract_of(Generator, decode_contract=1) == 1
     with pytest.raises(ValueError, match="decode_contract must be 0"):
-        _markov_generator(_DeclaresTheContract, decode_contract=2)
+        _contract_of(_DeclaresTheContract, decode_contract=2)
 
 
 def test_reload_inputs_restages_the_host_and_none_keeps_the_device_state(gen):
