@@ -99,3 +99,28 @@ ARMS: dict[str, GeneratorFlags] = {
 
 #: arms whose every mechanism is upstream's or production's (what `ttsim arms` runs by default)
 PRODUCTION_ARMS = tuple(a for a, f in ARMS.items() if not f.what_if)
+
+#: the generator as it is, no switch of ours set: the one arm of a generator that honours none
+#: of these flags (upstream's Generator, a user's own). For a generator that honours them it is
+#: production's configuration, the flags' defaults (the same as ``all``)
+AS_IS = "as-is"
+#: what a user's generator honours unless it declares otherwise (``ttsim_flags``): the switches
+#: the README's factory contract hands it, production's three fixes and the merge itself
+USER_FLAGS = ("prefilled_slots_fix", "merge_batch_guard", "position_clamp", "merge")
+ALL_FLAGS = tuple(GeneratorFlags.ENV)
+
+
+def arm_flags(arm: str) -> GeneratorFlags:
+    """The flags of ``arm`` (one of ARMS, or AS_IS)."""
+    if arm == AS_IS:
+        return GeneratorFlags()
+    if arm not in ARMS:
+        raise KeyError(f"unknown arm {arm!r}; choose from {', '.join((*ARMS, AS_IS))}")
+    return ARMS[arm]
+
+
+def unhonoured(arm: str, honoured) -> list[str]:
+    """The switches ``arm`` sets away from production's defaults that a generator honouring
+    ``honoured`` (flag names) would ignore: the arm means nothing for it unless this is empty."""
+    flags, default = arm_flags(arm), GeneratorFlags()
+    return [name for name in ALL_FLAGS if getattr(flags, name) != getattr(default, name) and name not in honoured]

@@ -40,6 +40,7 @@ from .flags import GeneratorFlags
 from .host_ints import int32_bits, int32_tensor, int64_tensor
 from .merge_events import MergeEvent, MergeInputs, MergeRow
 from .merge_rule import MergeDecision, decide_merge, int_list
+from .protocol import is_greedy
 from .slot_remap import check_remap
 
 BUCKETS = (1, 2, 4, 8)
@@ -234,13 +235,43 @@ class Generator:
         self._last_read_event = None
         self.guard_rejects = 0
 
+    # -- the plugin's start-up (model/protocol.py) ---------------------------------------
+    def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):
+        """The plugin's KV-cache call. Our models own their paged caches (built with the model,
+        as qwen36's vLLM wrapper keeps GDN and KV state model-bound), so this checks that vLLM's
+        blocks fit them and hands back the model's caches (the plugin passes them back as
+        ``kv_cache=``, which this generator accepts and does not read)."""
+        blocks, _, block_size, _ = kv_cache_shape
+        have = getattr(self.model, "num_blocks", None)
+        if have is not None and blocks > have:
+            raise ValueError(f"allocate_kv_cache: vLLM planned {blocks} KV blocks; the model's cache holds {have}")
+        caches = getattr(self.model, "k_cache", None)
+        return [] if caches is None else [[self.model.k_cache[i], self.model.v_cache[i]] for i in sorted(caches)]
+
+    def warmup_model_prefill(self, enable_trace=False, kv_cache=None, can_sample_on_device=False, **kwargs) -> None:
+        """Nothing to compile (ttsim has no program cache) and prefill is never traced."""
+
+    def warmup_model_decode(self, enable_trace=False, kv_cache=None, max_batch_size=None, num_blocks=None,
+                            can_sample_on_device=True, **kwargs) -> None:
+        """Each width's trace is captured at that width's first real decode, not here (the
+        Qwen3.6 vLLM wrapper's decode warm-up captures nothing: "trace capture is stateful and is
+        performed from the first real scheduler batch"); ``warm_up`` captures every width now
+        (the seeded knob ``eager_traces``). Decode is sampled on the device only, as production's."""
+        if not can_sample_on_device:
+            raise ValueError("warmup_model_decode: this generator samples decode on the device "
+                             "(sample_on_device_mode 'all' or 'decode_only')")
+
     # -- prefill ------------------------------------------------------------------------
     def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
                         start_pos=None, sampling_params=None, enable_trace=False, **kwargs) -> torch.Tensor:
         """Prefill ``tokens[i, start_pos[i]:prompt_lens[i]]`` of each row into slot ``empty_slots[i]``
-        (model/protocol.py); returns the greedy token after each row's chunk [B]. Every row's
-        slot is marked as prefilled since the last decode (tt-metal's prefill_forward_text does
-        so on every chunk; a chunk that does not end its prompt yields a token nobody reads)."""
+        (model/protocol.py). Returns the logits after each row's chunk [B, 1, vocab] for the
+        caller to sample (upstream without ``sampling_params``), or with ``sampling_params``
+        the greedy token per row [B]. Every row's slot is marked as prefilled since the last
+        decode (tt-metal's prefill_forward_text does so on every chunk; a chunk that does not
+        end its prompt yields an output nobody reads)."""
+        if sampling_params is not None and not is_greedy(sampling_params):
+            raise ValueError("prefill_forward: this generator samples greedily only (temperature 0 or top_k 1)")
         rows = _rows(tokens)
         n = len(rows)
         if empty_slots is None or len(empty_slots) != n:
@@ -249,7 +280,7 @@ class Generator:
             raise ValueError(f"prefill_forward: page_table must hold one row per request ({n})")
         ends = int_list(prompt_lens) if prompt_lens is not None else [len(r) for r in rows]
         starts = int_list(start_pos) if start_pos is not None else [0] * n
-        out: list[int] = []
+        out: list[torch.Tensor] = []
         for i in range(n):
             slot = int(empty_slots[i])
             if not 0 <= slot < self.max_slots:
@@ -261,10 +292,11 @@ class Generator:
                 self.model.reset_slot(slot)
             logits = self.model.prefill(rows[i][starts[i]:ends[i]], slot=slot, page_table_row=page_table[i],
                                         start_pos=starts[i])
-            out.append(int(torch.argmax(logits)))
+            out.append(logits.reshape(1, -1))
             self._slots_prefilled_since_decode.add(slot)
         self._mode = "prefill"
-        return int64_tensor(out)
+        logits = torch.stack(out)  # [B, 1, vocab]
+        return torch.argmax(logits[:, -1], dim=-1) if sampling_params is not None else logits
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table, kv_cache=None, enable_trace=True,
@@ -281,6 +313,11 @@ class Generator:
         With ``decode_input_update_contract = 1`` it takes the reload commands instead of
         ``reset_batch`` (model/protocol.py, tt-metal ``models/common/decode_contract.py``).
         """
+        if sampling_params is None:
+            raise ValueError("decode_forward: this generator samples decode on the device; the plugin passes "
+                             "sampling_params with on-device sampling (sample_on_device_mode 'all' or 'decode_only')")
+        if not is_greedy(sampling_params):
+            raise ValueError("decode_forward: this generator samples greedily only (temperature 0 or top_k 1)")
         staging = self._staging(reset_batch, commands)
         reset_batch = bool(reset_batch)
         # the host's rows as plain ints: a batch is at most 8 rows, and torch ops on tensors

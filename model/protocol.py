@@ -1,82 +1,193 @@
-"""The generator protocol: exactly the calls the Tenstorrent vLLM plugin makes on a tt-metal
-generator (``vllm_tt_plugin`` model runner and async decode), with torch tensors at the
-boundary as the plugin passes them.
+"""The generator contract: exactly the calls the Tenstorrent vLLM plugin makes on a tt-metal
+model class (``generator_vllm.py``'s classes), in its order, with its argument names.
 
-Any object with these four methods can be put under the suite (``--generator MODULE:ATTR``);
-``model.generator.Generator`` is one implementation, a user's tt-metal ``Generator``
-subclass is another. Read from tt-metal's ``models/tt_transformers/tt/generator.py``
-(50868c00) and the plugin's ``model_runner.py`` / ``async_decode.py``:
+Read from ``tenstorrent/vllm-tt-plugin`` @ e3fc8494 (``loader.py``, ``model_runner.py``,
+``async_decode.py``) and tt-metal's ``models/tt_transformers/tt/generator.py`` @ 50868c00 /
+``generator_vllm.py``. The runner (model/serving.py) makes these calls and no others:
 
-- prefill: ``tokens`` [B, S] int (rows padded past their end), ``page_table`` [B, pages]
-  int32, ``prompt_lens`` [B]: the END position of the chunk scheduled this step (the
-  generator processes ``tokens[i, start_pos[i]:prompt_lens[i]]``), ``start_pos`` [B]: the
-  tokens already computed, ``empty_slots``: the device state slot of each row. Returns the
-  sampled first token per row [B] (a row whose chunk does not finish its prompt is ignored).
-- decode: ``tokens`` [B, 1], ``start_pos`` [B] (-1: a padding row), ``page_table`` [B, pages],
-  ``reset_batch``: the padded decode layout changed since the last decode,
-  ``slot_remap`` [max_slots] or None: row ``i`` reads state slot ``slot_remap[i]``.
-  With ``read_from_device=False`` it returns device output for a deferred read.
-- ``read_decode_output(out, async_read=True)`` returns ``(host_output, read_events)``; the
-  caller waits on the events with ``ttnn.event_synchronize`` and then calls
-  ``process_decode_output_host(host_output, is_tokens=True)``, which returns tokens [B, 1].
+1. build: ``cls.initialize_vllm_model(hf_config, mesh_device, max_batch_size, max_seq_len=,
+   tt_data_parallel=1, optimizations=None)`` (the plugin's loader), or a factory
+   (``--generator MODULE:ATTR``, fixtures/loader.py);
+2. KV cache, owned by the model: ``allocate_kv_cache_per_layer(specs)`` when present (hybrid
+   models; ``specs``: one ``(shape, dtype, tensor_idx)`` per attention layer), else
+   ``allocate_kv_cache(shape, dtype, num_layers)``, ``shape`` = ``(blocks, kv_heads,
+   block_size, head_dim)``. The result is passed back as ``kv_cache=`` on every call below;
+3. warm-up in two phases, so that no allocation happens during a capture:
+   ``warmup_model_prefill(enable_trace=False, kv_cache=, can_sample_on_device=)`` and
+   ``warmup_model_decode(enable_trace=False, kv_cache=, max_batch_size=, num_blocks=,
+   can_sample_on_device=)`` (compile), ``already_warmed_up_prefill`` reset to False when the
+   model has it, then the same two with ``enable_trace=True`` (capture: prefill only when
+   prefill is traced, which it is not here);
+4. prefill: ``prefill_forward(tokens=[B, S], page_table=[B, pages], kv_cache=,
+   enable_trace=False, prompt_lens=[B] (the END of the chunk scheduled), start_pos=[B] (tokens
+   already computed), empty_slots=[B] (each row's state slot), [sampling_params=])``; the
+   generator processes ``tokens[i, start_pos[i]:prompt_lens[i]]``. ``sampling_params`` only
+   with on-device prefill sampling (``sample_on_device="all"``): it returns tokens; else
+   logits (``[B, 1, vocab]`` or ``[B, vocab]``) that the runner samples (greedy). Either may
+   come as a pair whose first entry is the output;
+5. decode: ``decode_forward(tokens=[B, 1], page_table=, kv_cache=, start_pos=[B] (-1: a
+   padding row), [sampling_params=, reset_batch=] (only with on-device sampling),
+   [slot_remap=[B]] (row ``i`` takes state slot ``slot_remap[i]``; sent only when rows moved),
+   enable_trace=True, read_from_device=False)``. ``B`` is always ``max_batch_size``: the plugin
+   pads decode to capacity. Host tokens are one step stale between reloads (async scheduling);
+   at ``reset_batch`` and at the first decode after a prefill the host is fresh;
+6. ``read_decode_output(out, async_read=True)`` -> ``(host_output, events)``, then
+   ``ttnn.event_synchronize`` on each event, then ``process_decode_output_host(host_output,
+   is_tokens=<on-device sampling>)`` -> tokens (or logits) ``[B, ...]``, or a pair whose first
+   entry is that. Both are optional when ``decode_forward`` already returns host tensors.
 
-Two dialects of ``decode_forward``, chosen by the generator's ``decode_input_update_contract``:
-0 (or absent) is the legacy ``reset_batch``, what the plugin at e3fc8494 sends and so what
-production's generator speaks; 1 is tt-metal's ``models/common/decode_contract.py``: no
-``reset_batch`` (refused by name), and instead four commands on every decode,
-``reload_inputs`` (host inputs authoritative: restage all), ``reload_page_table`` (the page
-table only), ``reload_sampling_params`` and ``reset_sampling_state``. The runner speaks
-whichever the generator declares (model/serving.py).
+A second decode dialect: a generator declaring ``decode_input_update_contract = 1`` gets tt-metal's
+``models/common/decode_contract.py`` commands (``reload_inputs``, ``reload_page_table``,
+``reload_sampling_params``, ``reset_sampling_state``) instead of ``reset_batch``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any
 
-#: the methods a generator must have, in the order the plugin first calls them
-METHODS = ("prefill_forward", "decode_forward", "read_decode_output", "process_decode_output_host")
+import torch
 
-
-@runtime_checkable
-class GeneratorProtocol(Protocol):
-    def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
-                        start_pos=None, sampling_params=None, **kwargs) -> Any: ...
-
-    def decode_forward(self, tokens, start_pos, page_table=None, kv_cache=None, enable_trace=True,
-                       read_from_device=True, sampling_params=None, reset_batch=False, slot_remap=None,
-                       **kwargs) -> Any: ...
-
-    def read_decode_output(self, tt_out, async_read=False) -> Any: ...
-
-    def process_decode_output_host(self, tt_out, is_tokens=False) -> Any: ...
+#: the calls the plugin makes unconditionally, in its order (the KV-cache allocator is one of two)
+REQUIRED = ("warmup_model_prefill", "warmup_model_decode", "prefill_forward", "decode_forward")
+KV_ALLOCATORS = ("allocate_kv_cache_per_layer", "allocate_kv_cache")
+#: what the plugin would pass, named in the error for a missing method
+PLUGIN_CALLS = {
+    "allocate_kv_cache": "allocate_kv_cache(shape, dtype, num_layers) (or allocate_kv_cache_per_layer(specs))",
+    "warmup_model_prefill": "warmup_model_prefill(enable_trace, kv_cache, can_sample_on_device)",
+    "warmup_model_decode": "warmup_model_decode(enable_trace, kv_cache, max_batch_size, num_blocks, "
+                           "can_sample_on_device)",
+    "prefill_forward": "prefill_forward(tokens, page_table, kv_cache, enable_trace, prompt_lens, start_pos, "
+                       "empty_slots[, sampling_params])",
+    "decode_forward": "decode_forward(tokens, page_table, kv_cache, start_pos[, sampling_params, reset_batch]"
+                      "[, slot_remap], enable_trace, read_from_device)",
+    "read_decode_output": "read_decode_output(out, async_read=True) -> (host_output, events)",
+    "process_decode_output_host": "process_decode_output_host(host_output, is_tokens) -> tokens or (tokens, ...)",
+}
+#: ``sample_on_device`` modes, as the plugin's ``sample_on_device_mode`` (None: host sampling)
+SAMPLE_ON_DEVICE = ("all", "decode_only", None)
 
 
 class GeneratorProtocolError(TypeError):
-    """An object that does not speak the protocol: the message names the missing method."""
+    """A generator that does not speak the contract: one line naming the method and the call."""
 
 
 def missing_methods(obj) -> list[str]:
-    """The protocol methods ``obj`` (a class or an instance) lacks, or has as non-callables."""
-    return [m for m in METHODS if not callable(getattr(obj, m, None))]
+    """The contract's methods ``obj`` (a class or an instance) lacks; a KV allocator counts once."""
+    missing = [] if any(callable(getattr(obj, m, None)) for m in KV_ALLOCATORS) else ["allocate_kv_cache"]
+    return missing + [m for m in REQUIRED if not callable(getattr(obj, m, None))]
 
 
 def check(obj, what: str) -> None:
     missing = missing_methods(obj)
     if missing:
-        raise GeneratorProtocolError(f"{what} does not speak the generator protocol: no method "
-                                     f"{', '.join(missing)} (needs {', '.join(METHODS)}; see model/protocol.py)")
+        raise GeneratorProtocolError(f"{what} does not speak the plugin's contract: no method "
+                                     + "; no method ".join(PLUGIN_CALLS[m] for m in missing)
+                                     + " (model/protocol.py)")
 
 
-def host_tokens(generator, ttnn, host, events) -> list[int]:
-    """The plugin's finalisation of a decode read: wait on the read's events
-    (``ttnn.event_synchronize``), then the host formatting; the sampled token per row as ints."""
+@dataclass
+class SamplingParams:
+    """The plugin's ``TTSamplingParams`` as it hands them to a model for on-device sampling:
+    one list entry per row. The runner serves greedy requests (production's stage 3)."""
+    temperature: list
+    top_k: list
+    top_p: list
+    presence_penalty: list
+    frequency_penalty: list
+    repetition_penalty: list
+    seed: list
+    num_logprobs: list | None = None
+    enable_log_probs: list | None = None
+
+    @classmethod
+    def greedy(cls, rows: int) -> "SamplingParams":
+        return cls(temperature=[0.0] * rows, top_k=[1] * rows, top_p=[1.0] * rows, presence_penalty=[0.0] * rows,
+                   frequency_penalty=[0.0] * rows, repetition_penalty=[1.0] * rows, seed=[None] * rows,
+                   num_logprobs=[-2] * rows, enable_log_probs=[False] * rows)
+
+
+
+def is_greedy(sampling_params) -> bool:
+    """Every row of a ``TTSamplingParams``-shaped object greedy: temperature 0 or top-k 1
+    (either makes the sample the argmax); a scalar field applies to every row."""
+    def rows(v):
+        return list(v.reshape(-1).tolist()) if isinstance(v, torch.Tensor) else v if isinstance(v, (list, tuple)) else [v]
+    temps, top_ks = rows(sampling_params.temperature), rows(sampling_params.top_k)
+    if len(temps) == 1 or len(top_ks) == 1:
+        temps, top_ks = temps * max(len(temps), len(top_ks)), top_ks * max(len(temps), len(top_ks))
+    return all(t == 0.0 or k == 1 for t, k in zip(temps, top_ks))
+
+
+def first_of(out) -> Any:
+    """A model's output, or the first entry of the ``(output, extra)`` pair the plugin unpacks."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def is_host_output(out) -> bool:
+    """Host tensors (or a tuple of them / None): what needs no read (the plugin's test)."""
+    if isinstance(out, torch.Tensor):
+        return True
+    return isinstance(out, tuple) and all(t is None or isinstance(t, torch.Tensor) for t in out)
+
+
+def tokens_of(out, rows: int | None, *, sampled: bool, call: str) -> list[int]:
+    """The token per row (the first ``rows``; None: every row) of a model output: tokens as sampled on the device, or greedy samples
+    of host logits (the plugin's host sampler at temperature 0). ``call`` names the method in
+    the one-line error for an output of the wrong shape."""
+    t = first_of(out)
+    if not isinstance(t, torch.Tensor):
+        raise GeneratorProtocolError(f"{call} returned {type(t).__name__}; the plugin expects a torch tensor "
+                                     f"(or a pair whose first entry is one) here")
+    if sampled:
+        flat = t.reshape(-1)
+        rows = flat.numel() if rows is None else rows
+        if flat.numel() < rows:
+            raise GeneratorProtocolError(f"{call} returned {flat.numel()} tokens for {rows} rows "
+                                         f"(shape {tuple(t.shape)})")
+        return [int(x) for x in flat[:rows].tolist()]
+    rows = t.shape[0] if rows is None else rows
+    if t.dim() < 2 or t.shape[0] < rows:
+        raise GeneratorProtocolError(f"{call} returned shape {tuple(t.shape)}; host sampling expects logits "
+                                     f"[{rows}, vocab] or [{rows}, 1, vocab]")
+    return [int(x) for x in torch.argmax(t[:rows].reshape(rows, -1, t.shape[-1])[:, -1], dim=-1).tolist()]
+
+
+def read_output(generator, ttnn, out, rows: int | None = None, *, sampled: bool = True) -> list[int]:
+    """A decode output read as the plugin finalizes it: ``read_decode_output(out,
+    async_read=True)`` when the output is not on the host yet, ``ttnn.event_synchronize`` on
+    its events, ``process_decode_output_host``; the token per row (the first ``rows``, None:
+    every row; ``sampled``: sampled on the device, else host logits sampled greedily)."""
+    host, events = begin_read(generator, out)
+    return finish_read(generator, ttnn, host, events, rows, sampled=sampled)
+
+
+def begin_read(generator, out):
+    """The read's submission (``read_decode_output(out, async_read=True)``), or the output as
+    it is when it is already on the host."""
+    if is_host_output(out):
+        return out, None
+    if not callable(getattr(generator, "read_decode_output", None)):
+        raise GeneratorProtocolError(f"{type(generator).__name__}: no method {PLUGIN_CALLS['read_decode_output']}, "
+                                     f"and decode_forward(read_from_device=False) did not return host tensors")
+    pair = generator.read_decode_output(out, async_read=True)
+    if not (isinstance(pair, tuple) and len(pair) == 2):
+        raise GeneratorProtocolError(f"{type(generator).__name__}.read_decode_output(out, async_read=True) returned "
+                                     f"{type(pair).__name__}; the plugin unpacks (host_output, events)")
+    return pair
+
+
+def finish_read(generator, ttnn, host, events, rows: int | None, *, sampled: bool) -> list[int]:
     for event in events or ():
         ttnn.event_synchronize(event)
-    return [int(t) for t in generator.process_decode_output_host(host, is_tokens=True).reshape(-1).tolist()]
+    if not is_host_output(host):
+        if not callable(getattr(generator, "process_decode_output_host", None)):
+            raise GeneratorProtocolError(f"{type(generator).__name__}: no method "
+                                         f"{PLUGIN_CALLS['process_decode_output_host']}, and the read output is "
+                                         f"not a host tensor")
+        host = generator.process_decode_output_host(host, is_tokens=sampled)
+    return tokens_of(host, rows, sampled=sampled, call=f"{type(generator).__name__}.process_decode_output_host")
 
 
-def read_tokens(generator, ttnn, out) -> list[int]:
-    """A decode submitted with ``read_from_device=False``, read at once as the plugin reads it
-    (``read_decode_output(out, async_read=True)``, then :func:`host_tokens`)."""
-    host, events = generator.read_decode_output(out, async_read=True)
-    return host_tokens(generator, ttnn, host, events)
+#: greedy sampling parameters for direct calls on a batch of up to 8 rows (tests, tools)
+GREEDY = SamplingParams.greedy(8)

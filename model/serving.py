@@ -28,7 +28,42 @@ from typing import Callable
 
 from .host_ints import int32_tensor, int64_tensor
 from .plugin_batch import PluginBatch
-from .protocol import host_tokens
+from .protocol import SAMPLE_ON_DEVICE, SamplingParams, begin_read, finish_read, tokens_of
+
+
+@dataclass(frozen=True)
+class KvCacheSpec:
+    """What the plugin hands the model class to allocate its paged KV cache: vLLM's spec of
+    each attention layer, ``shape`` = ``(blocks, kv_heads, block_size, head_dim)``."""
+    shape: tuple[int, int, int, int]
+    dtype: object
+    num_layers: int
+
+    def per_layer(self) -> list[tuple]:
+        """``allocate_kv_cache_per_layer``'s argument: ``(shape, dtype, tensor_idx)`` per layer."""
+        return [(self.shape, self.dtype, i) for i in range(self.num_layers)]
+
+
+def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, sample_on_device: str | None):
+    """The plugin's start-up of a model class, in its order: the KV cache through the model
+    (``allocate_kv_cache_per_layer`` when the model has it, else ``allocate_kv_cache``), then
+    the two-phase warm-up (compile with ``enable_trace=False``, then capture with tracing on,
+    prefill capture only when prefill is traced: never here). Returns the KV cache."""
+    if sample_on_device not in SAMPLE_ON_DEVICE:
+        raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {sample_on_device!r}")
+    if callable(getattr(gen, "allocate_kv_cache_per_layer", None)):
+        kv_cache = gen.allocate_kv_cache_per_layer(kv.per_layer())
+    else:
+        kv_cache = gen.allocate_kv_cache(kv.shape, kv.dtype, kv.num_layers)
+    prefill_kw = {"kv_cache": kv_cache, "can_sample_on_device": sample_on_device == "all"}
+    decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": kv.shape[0],
+                 "can_sample_on_device": sample_on_device in ("all", "decode_only")}
+    gen.warmup_model_prefill(enable_trace=False, **prefill_kw)
+    gen.warmup_model_decode(enable_trace=False, **decode_kw)
+    if hasattr(gen, "already_warmed_up_prefill"):
+        gen.already_warmed_up_prefill = False
+    gen.warmup_model_decode(enable_trace=True, **decode_kw)  # the plugin traces decode, not prefill
+    return kv_cache
 
 
 @dataclass
@@ -44,6 +79,19 @@ class _ReqState:
     row: tuple | None = None  # (blocks, page-table row) memo of TTRunner._page_row
 
 
+def host_view_class(log: dict[int, tuple[bool, bool]], expected: list[int], got: list[int]) -> str:
+    """A wrong answer's defect class from what the runner itself saw (any generator, no records):
+    the decode that yielded the first wrong token was the request's first decode after its
+    prefill ("slot-reuse": the device kept state from the slot's previous occupant), another
+    reload ("stale-position-buffer": device state from an older batch was kept), or a step
+    between reloads ("device-state": the device's own buffers changed under the trace)."""
+    first = next((i for i, (e, g) in enumerate(zip(expected, got)) if e != g), min(len(expected), len(got)))
+    if first not in log:  # the prefill's token, or an output no decode of this run yielded
+        return "unattributed"
+    fresh, reload = log[first]
+    return "slot-reuse" if fresh else "stale-position-buffer" if reload else "device-state"
+
+
 class TTRunner:
     """The model runner: slots, prefill chunks, traced decode through the generator.
 
@@ -54,11 +102,16 @@ class TTRunner:
     here. ``ttnn`` is the module the generator runs on (the runner waits on its events).
     """
 
-    def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int,
+    def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int, kv: KvCacheSpec,
                  scratch: Callable[[], None] | None = None, on_merge: Callable | None = None,
-                 plugin_layout: bool = False):
+                 plugin_layout: bool = False, sample_on_device: str | None = "decode_only"):
         self.gen = generator
         self.ttnn = ttnn
+        # the plugin's sample_on_device_mode: production samples decode on the device (the merge
+        # and its defects exist only there) and prefill on the host
+        self.sample_on_device = sample_on_device
+        self.kv_spec = kv
+        self.kv_cache = None  # the model's, from start()
         # ``plugin_layout`` (with the plugin's phased steps): the Tenstorrent plugin's decode
         # layout (model/plugin_batch.py). Rows are the persistent batch's, condensed, padded to
         # the capacity (``max_slots``, position -1); state slots follow the request and a decode
@@ -86,7 +139,17 @@ class TTRunner:
         self._pending: deque = deque()  # unresolved decode outputs, oldest first
         self._last_batch: tuple = ()
         self.preemptions = 0
+        # the host's view of every decode, for classifying a wrong answer without the
+        # generator's records: request -> output index -> (first decode after its prefill,
+        # a reload step); output 0 is the prefill's token
+        self.decode_log: dict[str, dict[int, tuple[bool, bool]]] = {}
+        self._prompt_lens: dict[str, int] = {}
         self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
+
+    def start(self) -> None:
+        """The plugin's start-up (KV cache, two-phase warm-up) before any request."""
+        self.kv_cache = start_generator(self.gen, self.kv_spec, max_batch_size=self.max_slots,
+                                        sample_on_device=self.sample_on_device)
 
     def _tag_merge(self, event) -> None:
         for row in event.rows:
@@ -131,6 +194,7 @@ class TTRunner:
         for nr in so.scheduled_new_reqs:
             toks = nr.prefill_token_ids if getattr(nr, "prefill_token_ids", None) is not None else nr.prompt_token_ids
             st = _ReqState(nr.req_id, list(toks), nr.num_computed_tokens, list(nr.block_ids[0]))
+            self._prompt_lens[nr.req_id] = len(toks)
             self.reqs[nr.req_id] = st
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
@@ -196,13 +260,16 @@ class TTRunner:
             return []
         table = int32_tensor(self._page_row(st)).reshape(1, -1)
         tokens = int64_tensor(st.tokens[:upto]).reshape(1, upto)  # torch.tensor([...]) without its list walk
-        firsts = self.gen.prefill_forward(tokens, table, prompt_lens=int64_tensor((upto,)), empty_slots=[st.slot],
-                                          start_pos=int64_tensor((st.upto,)))
+        sampled = self.sample_on_device == "all"
+        kw = {"sampling_params": SamplingParams.greedy(1)} if sampled else {}
+        out = self.gen.prefill_forward(tokens=tokens, page_table=table, kv_cache=self.kv_cache, enable_trace=False,
+                                       prompt_lens=int64_tensor((upto,)), start_pos=int64_tensor((st.upto,)),
+                                       empty_slots=[st.slot], **kw)
         st.upto = upto
         self._prefilled_since_decode = True
         if not final:  # a chunk that does not end the prompt: its token is not an output
             return []
-        first = int(firsts[0])
+        first = tokens_of(out, 1, sampled=sampled, call=f"{type(self.gen).__name__}.prefill_forward")[0]
         st.tokens.append(first)
         st.prefilled = st.fresh = True
         return [first]
@@ -221,9 +288,15 @@ class TTRunner:
             self._last_batch = batch
             width = max(st.slot for st in rows) + 1
         self._layout_changed = False
-        if reset or self._prefilled_since_decode:
+        reload = reset or self._prefilled_since_decode
+        for st in rows:  # the token this decode yields is output (position + 1 - prompt length)
+            self.decode_log.setdefault(st.req_id, {})[st.computed + 1 - self._prompt_lens[st.req_id]] = (
+                st.fresh, reload)
+        if reload or self.sample_on_device is None:
             # the generator reloads (and merges) at a reset and at the first decode after a
-            # prefill (F1's mode switch): the host must know every continuing row's last token
+            # prefill (F1's mode switch): the host must know every continuing row's last token.
+            # Without on-device sampling no device buffer carries the token: the host feeds
+            # every step, so it reads the previous step first
             self.resolve_pending()
         self._prefilled_since_decode = False
         tokens, positions = [0] * width, [-1] * width
@@ -234,20 +307,28 @@ class TTRunner:
             positions[st.slot] = st.computed
             table[st.slot] = self._page_row(st)
             self._row_ids[st.slot] = st.req_id
+        device_sampling = self.sample_on_device is not None
+        kw = {}
         if self._contract:
             # the reload commands (tt-metal decode_contract.py): the host is fresh here, so a
             # reload is host-authoritative; otherwise only a changed page table is copied
             table_changed = tuple(table) != self._last_table
-            signal = {"reload_inputs": reset, "reload_page_table": not reset and table_changed,
-                      "reload_sampling_params": reset, "reset_sampling_state": reset}
-        else:
-            signal = {"reset_batch": reset}
+            kw = {"reload_inputs": reset, "reload_page_table": not reset and table_changed,
+                  "reload_sampling_params": reset, "reset_sampling_state": reset}
+        if device_sampling:  # as the plugin: sampling_params and reset_batch only with device sampling
+            kw["sampling_params"] = SamplingParams.greedy(width)
+            if not self._contract:
+                kw["reset_batch"] = reset
+        if remap is not None:
+            kw["slot_remap"] = int32_tensor(remap)
         self._last_table = tuple(table)
-        out = self.gen.decode_forward(int64_tensor(tokens).reshape(-1, 1), int32_tensor(positions),
-                                      int32_tensor(table, rows=True), read_from_device=False,
-                                      slot_remap=None if remap is None else int32_tensor(remap), **signal)
-        read = self.gen.read_decode_output(out, async_read=True)  # enqueued now, waited on later
-        self._pending.append((read, [(st.slot, st.req_id) for st in rows], sampled))
+        out = self.gen.decode_forward(tokens=int64_tensor(tokens).reshape(-1, 1), page_table=int32_tensor(table, rows=True),
+                                      kv_cache=self.kv_cache, start_pos=int32_tensor(positions), enable_trace=True,
+                                      read_from_device=False, **kw)
+        read = begin_read(self.gen, out)  # enqueued now, waited on later
+        # the plugin reads the active rows (front-packed in its layout), not the padding
+        used = max(st.slot for st in rows) + 1
+        self._pending.append((read, used, device_sampling, [(st.slot, st.req_id) for st in rows], sampled))
         for st in rows:
             st.computed += 1
             st.fresh = False
@@ -256,8 +337,8 @@ class TTRunner:
     def resolve_pending(self, until=None) -> None:
         """Read outstanding decode outputs, oldest first (up to ``until``, else all)."""
         while self._pending and (until is None or any(p[0] is until for p in self._pending)):
-            (host, events), rows, sampled = self._pending.popleft()
-            toks = host_tokens(self.gen, self.ttnn, host, events)
+            (host, events), used, device_sampling, rows, sampled = self._pending.popleft()
+            toks = finish_read(self.gen, self.ttnn, host, events, used, sampled=device_sampling)
             for slot, rid in rows:
                 tok = int(toks[slot])
                 sampled[rid] = [tok]

@@ -17,10 +17,13 @@ import torch
 
 import ttnn  # ttsim under the suite, the real ttnn with --hil (fixtures.loader)
 
+from model.flags import ALL_FLAGS
 from model.generator import Generator
 
 
 class Qwen36StyleGenerator(Generator):
+    #: it switches every flag the shared generator does (model.flags.GeneratorFlags)
+    ttsim_flags = ALL_FLAGS
     #: patch 0019: remember which slots this prefill filled, so the merge forces their host token
     RECORDS_PREFILLED_SLOTS = True
 
@@ -31,7 +34,8 @@ class Qwen36StyleGenerator(Generator):
 
     def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
                         start_pos=None, sampling_params=None, enable_trace=False, **kwargs):
-        """Qwen36's own prefill: each row's chunk ``tokens[start:end]`` straight into the model."""
+        """Qwen36's own prefill: each row's chunk ``tokens[start:end]`` straight into the model;
+        host logits back [B, 1, vocab] (qwen36 samples prefill on the host)."""
         rows = tokens.tolist()
         ends = prompt_lens.tolist() if prompt_lens is not None else [len(r) for r in rows]
         starts = start_pos.tolist() if start_pos is not None else [0] * len(rows)
@@ -40,10 +44,10 @@ class Qwen36StyleGenerator(Generator):
             if start == 0:
                 self.model.reset_slot(int(slot))
             logits = self.model.prefill(row[start:end], slot=int(slot), page_table_row=table, start_pos=start)
-            firsts.append(int(torch.argmax(logits)))
+            firsts.append(logits.reshape(1, -1))
             if self.RECORDS_PREFILLED_SLOTS:
                 self._slots_prefilled_since_decode.add(int(slot))
-        return torch.tensor(firsts, dtype=torch.int64)
+        return torch.stack(firsts)
 
 
 class RegressedQwen36StyleGenerator(Qwen36StyleGenerator):

@@ -123,12 +123,35 @@ class TtTransformersStyleGenerator:
         self._slots_prefilled_since_decode: set[int] = set()
         self._step = 0
         self._untraced_pending = []
+        self.lifecycle: list[tuple] = []  # the plugin's start-up calls, in the order they came
+        self.sample_on_device = True
+
+    # -- the plugin's start-up (model/protocol.py) ---------------------------------------
+    def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):
+        """The models own their paged caches (the adapter accepts ``kv_cache`` and ignores it)."""
+        self.lifecycle.append(("allocate_kv_cache", tuple(kv_cache_shape), num_layers))
+        return []
+
+    def warmup_model_prefill(self, enable_trace=False, kv_cache=None, can_sample_on_device=False, **kwargs):
+        """Prefill is never traced and ttsim has no program cache to compile: nothing to do."""
+        self.lifecycle.append(("warmup_model_prefill", enable_trace))
+
+    def warmup_model_decode(self, enable_trace=False, kv_cache=None, max_batch_size=None, num_blocks=None,
+                            can_sample_on_device=False, **kwargs):
+        """The capture phase allocates every bucket's inputs and captures every decode trace
+        (upstream's decode warm-up captures its trace), so nothing allocates during a capture
+        later; the compile phase has nothing to compile."""
+        self.lifecycle.append(("warmup_model_decode", enable_trace))
+        self.sample_on_device = can_sample_on_device
+        if enable_trace and can_sample_on_device and self.enable_trace:
+            self.warm_up()
 
     # -- prefill ------------------------------------------------------------------------
     def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
                         start_pos=None, sampling_params=None, enable_trace=False, **kwargs):
         """Prefill ``tokens[i, start_pos[i]:prompt_lens[i]]`` into slot ``empty_slots[i]``; returns the
-        greedy token after each row's chunk [B] (model/protocol.py)."""
+        logits after each row's chunk [B, 1, vocab] (host sampling), or with ``sampling_params`` the
+        greedy token per row [B] (model/protocol.py)."""
         self.mode = Mode.PREFILL
         model = self.model[0]
         model.switch_mode(Mode.PREFILL)
@@ -156,8 +179,9 @@ class TtTransformersStyleGenerator:
                                                                   page_table=page_table[i:i + 1])
             logits = model.ttnn_prefill_forward(x, user_id=slot, page_table=pt, chunk_start_idx=start,
                                                 kv_cache=kv_cache)
-            firsts.append(int(torch.argmax(model.process_output_prefill(logits, ends[i] - 1))))
-        return torch.tensor(firsts, dtype=torch.int64)
+            firsts.append(model.process_output_prefill(logits, ends[i] - 1).reshape(1, -1))
+        logits = torch.stack(firsts)  # [B, 1, vocab]
+        return logits if sampling_params is None else torch.argmax(logits[:, -1], dim=-1)
 
     # -- decode -------------------------------------------------------------------------
     def decode_forward(self, tokens, start_pos, page_table=None, kv_cache=None, enable_trace=True,
@@ -166,6 +190,8 @@ class TtTransformersStyleGenerator:
         self.mode = Mode.DECODE
         model = self.model[0]
         model.switch_mode(Mode.DECODE)
+        if sampling_params is None:  # host sampling: logits back, untraced, no merge (upstream's)
+            return self._decode_logits(tokens, start_pos, page_table, slot_remap, read_from_device)
         enable_trace = enable_trace and self.enable_trace
         rows = tokens.shape[0]
         host_tok = [int(t) for t in tokens.reshape(-1).tolist()]
@@ -223,7 +249,24 @@ class TtTransformersStyleGenerator:
             return self.process_decode_output_host(host, is_tokens=True)
         return result
 
-    def _decode_forward_no_trace(self, host_tok, host_pos, pt, slots):
+    def _decode_logits(self, tokens, start_pos, page_table, slot_remap, read_from_device):
+        """Upstream without on-device sampling: an untraced step whose logits the caller samples."""
+        rows = tokens.shape[0]
+        host_pos = [int(p) for p in start_pos.reshape(-1).tolist()]
+        if slot_remap is not None and self._remap_moves(slot_remap):
+            self.model[0].gather_slots(self._remap_list(slot_remap))
+        pt = page_table.to(torch.int32).clone()
+        pt[[r for r in range(rows) if host_pos[r] < 0]] = 0
+        slots = [r if p >= 0 else -1 for r, p in enumerate(host_pos)]
+        self._slots_prefilled_since_decode = set()
+        self._step += 1
+        out = self._decode_forward_no_trace([int(t) for t in tokens.reshape(-1).tolist()], host_pos, pt, slots,
+                                            sample=False)
+        result = DecodeOutput(out, rows, rows)
+        return self.process_decode_output_host(self.read_decode_output(result), is_tokens=False) \
+            if read_from_device else result
+
+    def _decode_forward_no_trace(self, host_tok, host_pos, pt, slots, sample=True):
         model = self.model[0]
         for t in self._untraced_pending:  # the previous untraced step's inputs, read by now
             model.release_decode_output(t[0])
@@ -233,6 +276,10 @@ class TtTransformersStyleGenerator:
         inputs = model.prepare_inputs_decode(torch.tensor(host_tok).reshape(-1, 1), torch.tensor(host_pos), pt,
                                              slots=slots)
         self._untraced_pending = [inputs]
+        if not sample:
+            logits = model.ttnn_decode_forward(*inputs[:4], slots=inputs[SLOTS_INPUT_IDX])
+            self._untraced_pending.append((logits,))  # freed with the inputs, after the read
+            return [(logits, None)]
         out = model.ttnn_decode_forward(*inputs[:4], sampling_on_device=True, slots=inputs[SLOTS_INPUT_IDX])
         return [out]
 
@@ -332,9 +379,10 @@ class TtTransformersStyleGenerator:
         return host, [ttnn.record_event(self.mesh_device, 0)]
 
     def process_decode_output_host(self, tt_out, is_tokens=False):
-        """The sampled token per row [B, 1] (the caller has waited on the read's events)."""
+        """The sampled token per row [B, 1], or without on-device sampling the logits [B, 1, vocab]
+        (the caller has waited on the read's events)."""
         if not is_tokens:
-            raise ValueError("process_decode_output_host: this generator samples on the device (is_tokens=True)")
+            return self.model[0].process_output_decode(tt_out[0][0], tt_out.rows, S=1)
         ran = min(tt_out.rows, tt_out.bucket)  # rows past the bucket were inactive: token 0
         toks = self.model[0].process_output_decode(tt_out[0][0], ran, S=1, is_tokens=True)
         return torch.cat([toks, torch.zeros(tt_out.rows - ran, dtype=toks.dtype)]).reshape(-1, 1)

@@ -13,6 +13,7 @@ import ttsim
 from model.flags import ARMS, GeneratorFlags
 from model.generator import Generator, MergeEvent
 from model.markov import MARKOV, MarkovModel
+from model.protocol import GREEDY
 
 MAX_CTX = MARKOV.max_context
 Rows = list[tuple[int, int]]  # (token, position) per row; position -1 = inactive
@@ -43,7 +44,7 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, pre
                         enable_trace=False, on_merge=events.append, bucket_policy=lambda rows: bucket)
         row = torch.zeros(max_pages, dtype=torch.int32)
         for slot in prefilled:
-            gen.prefill_forward([[1, 2, 3]], [row], empty_slots=[slot])
+            gen.prefill_forward([[1, 2, 3]], [row], empty_slots=[slot], sampling_params=GREEDY)
         gen.warm_up()
         for rows in (dev, last_run):
             if rows is not None:
@@ -55,7 +56,7 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, pre
         device.lag = lag
         try:
             gen.decode_forward([t for t, _ in host], [p for _, p in host], row.repeat(bucket, 1),
-                               reset_batch=True, read_from_device=False, slot_remap=remap)
+                               reset_batch=True, read_from_device=False, slot_remap=remap, sampling_params=GREEDY)
         except ttsim.TTFatal as exc:
             if errors is None:
                 raise

@@ -11,7 +11,9 @@ import pytest
 
 from fixtures import scenario
 from fixtures.sweep.arms import replay_command
+from fixtures.system import honoured_flags
 from fixtures.workloads import stage3
+from model.flags import AS_IS, unhonoured
 
 pytestmark = pytest.mark.needs_fault_injection
 
@@ -37,6 +39,14 @@ def _run(seed: int, arm: str, **kw) -> scenario.ScenarioResult:
 @pytest.mark.parametrize("defect, seed, request_id, without_fix, with_fix", PINNED,
                          ids=[f"{p[0]}-seed{p[1]}" for p in PINNED])
 def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id, without_fix, with_fix):
+    if unhonoured(without_fix, honoured_flags()) or unhonoured(with_fix, honoured_flags()):
+        # a generator that cannot switch these fixes (upstream's, a user's): it runs as it is,
+        # and a generator that has its fixes passes the seed where the defect emerges
+        result = _run(seed, AS_IS)
+        assert result.failed == [], (
+            f"seed {seed} arm {AS_IS}: {', '.join(f'{v.request_id} ({v.defect})' for v in result.failed)} "
+            f"failed where {defect} emerges without its fix; replay: {replay_command(AS_IS, seed, 'markov')}")
+        return
     bad = _run(seed, without_fix)
     failed = {v.request_id: v.defect for v in bad.failed}
     request_id = request_id or next(iter(failed), None)
@@ -55,21 +65,24 @@ def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id
 @pytest.mark.parametrize("seed", [27, 32, 48])
 def test_all_fixes_pass_the_pinned_seeds(seed):
     result = _run(seed, "all")
-    assert result.failed == [], f"replay: bin/ttsim replay --arm all --seed {seed}"
+    assert result.failed == [], f"replay: {replay_command('all', seed, 'markov')}"
 
 
+@pytest.mark.our_generator
 def test_no_merge_restages_stale_host_tokens():
     result = _run(0, "no-merge")
     assert len(result.failed) > len(result.verdicts) // 2
     assert {v.defect for v in result.failed} == {"stale-host-token"}
 
 
+@pytest.mark.our_generator
 def test_a_seed_replays_exactly():
     a, b = _run(29, "control", record_merges=True), _run(29, "control", record_merges=True)
     assert [(v.request_id, v.got) for v in a.verdicts] == [(v.request_id, v.got) for v in b.verdicts]
     assert a.merges == b.merges and a.device_stats == b.device_stats
 
 
+@pytest.mark.our_generator
 def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
     """Production measured the guard as not over-rejecting. With no read lag, a merge into the
     width that just ran (and whose previous reload was a merge) reads live buffers: the
@@ -84,7 +97,7 @@ def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
         calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0))
         expected = scenario.serial_answers(calm, seed)
         result = scenario.run_scenario(calm, "slots+guard", seed, expected=expected, record_merges=True)
-        assert result.failed == [], f"replay: bin/ttsim replay --arm slots+guard --seed {seed}"
+        assert result.failed == [], f"replay: {replay_command('slots+guard', seed, 'markov')}"
         host = [tuple(r.host_pos >= 0 for r in e.rows) for e in result.merges]
         written = [tuple((r.dev_pos if r.source == "device" else r.host_pos) >= 0 for r in e.rows)
                    for e in result.merges]
@@ -98,6 +111,7 @@ def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
         assert result.guard_rejects >= len(rejected)
 
 
+@pytest.mark.our_generator
 def test_production_fixes_leave_a_residual_the_candidate_fix_closes():
     """Seed 44: at a width change the merge reads the TARGET width's store (as qwen36 binds
     it), which holds that width's last batch -- another batch with the same rows active.
@@ -107,11 +121,12 @@ def test_production_fixes_leave_a_residual_the_candidate_fix_closes():
     closes it."""
     residual = _run(44, "all")
     assert {v.defect for v in residual.failed} == {"stale-position-buffer"}, (
-        "replay: bin/ttsim replay --arm all --seed 44"
+        f"replay: {replay_command('all', 44, 'markov')}"
     )
     assert _run(44, "all+last-run").failed == []
 
 
+@pytest.mark.our_generator
 def test_garbage_reaches_position_buffers_through_trace_buffer_reuse():
     """Defect 3's route upstream permits: a width's inputs created after another width's
     trace was captured can sit where that trace writes its intermediates, and its replays
@@ -122,7 +137,7 @@ def test_garbage_reaches_position_buffers_through_trace_buffer_reuse():
     assert control.device_stats["trace_corruptions"] > 0
     junk = [(e, r) for e in control.merges for r, p in enumerate(e.inputs.dev_positions)
             if not -1 <= p < e.inputs.max_context]
-    assert junk, "replay: bin/ttsim replay --arm control --seed 32"
+    assert junk, f"replay: {replay_command('control', 32, 'markov')}"
     assert any(0x3000 <= (p >> 16) & 0x7FFF <= 0x4800 for e, r in junk for p in [e.inputs.dev_positions[r]]), (
         "the garbage's high half is a bf16 activation")
     clamped = _run(32, "all", record_merges=True)

@@ -17,6 +17,7 @@ from fixtures.workloads import stage3
 from model.flags import ARMS
 from model.generator import CONTRACT_COMMANDS, Generator
 from model.markov import MARKOV, MarkovModel
+from model.protocol import GREEDY
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = ROOT / "tests" / "generators" / "contract.py"
@@ -47,7 +48,7 @@ def gen():
 def _decode(gen, toks, pos, **commands):
     table = torch.zeros(len(pos), MAX_PAGES, dtype=torch.int32)
     out = gen.decode_forward(torch.tensor(toks).reshape(-1, 1), torch.tensor(pos, dtype=torch.int32), table,
-                             read_from_device=True, **commands)
+                             read_from_device=True, **commands, sampling_params=GREEDY)
     return out.reshape(-1).tolist()
 
 

@@ -8,7 +8,9 @@ import ttsim
 from fixtures.system import System
 from fixtures.workloads import FaultKnobs
 from model.flags import ARMS
-from model.protocol import read_tokens
+from model.protocol import GREEDY, read_output
+
+pytestmark = pytest.mark.our_generator  # a test of ttsim's own generator
 
 
 @pytest.fixture
@@ -21,8 +23,8 @@ def system():
 def _staged(system, positions, table, **kw):
     gen = system.generator(flags=ARMS["all"])
     tokens = [3] * len(positions)
-    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0])
-    out = gen.decode_forward(tokens, positions, table, reset_batch=True, read_from_device=False, **kw)
+    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0], sampling_params=GREEDY)
+    out = gen.decode_forward(tokens, positions, table, reset_batch=True, read_from_device=False, **kw, sampling_params=GREEDY)
     trace = out.trace
     return (ttsim.to_torch(trace.page_table).tolist(), ttsim.to_torch(trace.slots).tolist())
 
@@ -41,17 +43,17 @@ def test_a_gap_row_stages_a_zero_page_row_and_slot_minus_one(system):
 
 def test_the_page_table_is_restaged_when_a_row_changes(system):
     gen = system.generator(flags=ARMS["no-merge"])
-    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0])
+    gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32), empty_slots=[0], sampling_params=GREEDY)
     for first in (1, 1, 7):
-        out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True, read_from_device=False)
-        read_tokens(gen, ttsim, out)
+        out = gen.decode_forward([3], [3], [_row(system, first)], reset_batch=True, read_from_device=False, sampling_params=GREEDY)
+        read_output(gen, ttsim, out)
         assert ttsim.to_torch(out.trace.page_table).tolist() == [_row(system, first)]
 
 
 def test_page_table_rows_of_the_wrong_width_are_named(system):
     gen = system.generator(flags=ARMS["all"])
     with pytest.raises(ValueError, match=f"max_pages={system.max_pages}"):
-        gen.decode_forward([3], [3], [[1, 2]], reset_batch=True)
+        gen.decode_forward([3], [3], [[1, 2]], reset_batch=True, sampling_params=GREEDY)
 
 
 def test_a_kept_uint32_token_of_2_31_or_more_is_staged_as_its_bit_pattern(system):
@@ -70,10 +72,10 @@ def test_a_slot_remap_that_is_not_a_permutation_is_refused_before_anything_moves
     gen = system.generator(flags=ARMS["all"])
     bad = torch.tensor([0, 0, 2, 3, 4, 5, 6, 7], dtype=torch.int32)
     with pytest.raises(ValueError, match="remap is not a permutation of 0..7: old slot 0 is taken by new slots 0 and 1"):
-        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=bad)
+        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=bad, sampling_params=GREEDY)
     assert gen._traces == {}
     with pytest.raises(ValueError, match="one old slot for each of the 8 slots, got 3 entries"):
-        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=[2, 1, 0])
+        gen.decode_forward([3], [3], [_row(system, 1)], reset_batch=True, slot_remap=[2, 1, 0], sampling_params=GREEDY)
 
 
 def test_on_a_tp2_mesh_the_merge_reads_chip_0s_shard_of_a_bucket():
@@ -84,9 +86,9 @@ def test_on_a_tp2_mesh_the_merge_reads_chip_0s_shard_of_a_bucket():
     s = System(0, FaultKnobs(), mesh_cols=2)
     try:
         gen = s.generator(flags=ARMS["all"])
-        gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, s.max_pages, dtype=torch.int32), empty_slots=[0])
-        out = gen.decode_forward([5], [3], [_row(s, 1)], reset_batch=True, read_from_device=False)
-        read_tokens(gen, ttsim, out)
+        gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, s.max_pages, dtype=torch.int32), empty_slots=[0], sampling_params=GREEDY)
+        out = gen.decode_forward([5], [3], [_row(s, 1)], reset_batch=True, read_from_device=False, sampling_params=GREEDY)
+        read_output(gen, ttsim, out)
         trace = out.trace
         chip0 = ttsim.get_device_tensors(trace.positions)[0]
         assert gen._host_ints(trace.positions) == ttsim.to_torch(chip0).reshape(-1).tolist()

@@ -17,6 +17,8 @@ from fixtures.workloads import stage3
 from model.flags import ARMS
 from model.merge_trace import MergeTraceWriter, TraceError, read_trace
 
+pytestmark = pytest.mark.our_generator  # a test of ttsim's own generator (its merge records)
+
 TRACES = sorted((Path(__file__).parent / "traces").glob("*.jsonl"))
 SLOT_REUSE = (27, "control", "req-14")  # seed, arm it fails under, the request it fails
 

@@ -28,7 +28,7 @@ from fixtures.system import VLLM_TRACE_REGION_SIZE
 from model.flags import ARMS
 from model.generator import Generator
 from model.markov import MARKOV, MarkovModel, greedy_reference
-from model.protocol import read_tokens
+from model.protocol import GREEDY, read_output
 
 pytestmark = pytest.mark.needs_fault_injection
 
@@ -63,18 +63,18 @@ def _run(arm: str, on_merge=None) -> tuple[dict[int, list[int]], int]:
         assert gen._traces[4].tokens.buffer_address() == hole + 768, "allocation layout changed"
 
         row = torch.zeros(max_pages, dtype=torch.int32)
-        outs = {s: gen.prefill_forward([PROMPTS[s]], [row], empty_slots=[s]).tolist() for s in (0, 1)}
+        outs = {s: gen.prefill_forward([PROMPTS[s]], [row], empty_slots=[s], sampling_params=GREEDY).tolist() for s in (0, 1)}
         step = gen.decode_forward([outs[0][-1], outs[1][-1]], [pos0 - 1, pos1 - 1], row.repeat(2, 1),
-                                  reset_batch=True, read_from_device=False)
-        for s, tok in zip((0, 1), read_tokens(gen, ttsim, step)):
+                                  reset_batch=True, read_from_device=False, sampling_params=GREEDY)
+        for s, tok in zip((0, 1), read_output(gen, ttsim, step)):
             outs[s].append(tok)
-        outs[2] = gen.prefill_forward([PROMPTS[2]], [row], empty_slots=[2]).tolist()
+        outs[2] = gen.prefill_forward([PROMPTS[2]], [row], empty_slots=[2], sampling_params=GREEDY).tolist()
         # the batch grows to slots 0-2: bucket 4, never run: its buffers hold the residue
         for _ in range(4):
             tokens = [outs[0][-1], outs[1][-1], outs[2][-1]]
             positions = [len(PROMPTS[s]) + len(outs[s]) - 1 for s in (0, 1, 2)]
-            step = gen.decode_forward(tokens, positions, row.repeat(3, 1), reset_batch=True, read_from_device=False)
-            for s, tok in zip((0, 1, 2), read_tokens(gen, ttsim, step)):
+            step = gen.decode_forward(tokens, positions, row.repeat(3, 1), reset_batch=True, read_from_device=False, sampling_params=GREEDY)
+            for s, tok in zip((0, 1, 2), read_output(gen, ttsim, step)):
                 outs[s].append(tok)
         return outs, gen.guard_rejects
     finally:

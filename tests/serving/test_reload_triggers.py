@@ -3,12 +3,15 @@ generator.py @ 50868c00 has it: a reload at ``reset_batch`` or at the first deco
 prefill (the mode switch), merging only into a width that already has a trace; the set of
 prefilled slots cleared after EVERY decode, merge or not."""
 
+import pytest
 import torch
 
 from fixtures.system import System
 from fixtures.workloads import FaultKnobs
 from model.flags import ARMS
-from model.protocol import read_tokens
+from model.protocol import GREEDY, read_output
+
+pytestmark = pytest.mark.our_generator  # a test of ttsim's own generator
 
 
 def _gen(system, events):
@@ -19,13 +22,13 @@ def _gen(system, events):
 
 def _prefill(system, gen, slot):
     gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, system.max_pages, dtype=torch.int32),
-                        empty_slots=[slot])
+                        empty_slots=[slot], sampling_params=GREEDY)
 
 
 def _decode(system, gen, positions, reset):
     table = torch.zeros(len(positions), system.max_pages, dtype=torch.int32)
-    out = gen.decode_forward([3] * len(positions), positions, table, reset_batch=reset, read_from_device=False)
-    read_tokens(gen, system.ttnn, out)
+    out = gen.decode_forward([3] * len(positions), positions, table, reset_batch=reset, read_from_device=False, sampling_params=GREEDY)
+    read_output(gen, system.ttnn, out)
 
 
 def test_the_first_decode_after_a_prefill_merges_without_reset_batch():

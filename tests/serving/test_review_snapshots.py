@@ -6,13 +6,14 @@ as a diff (and in ``ttsim snapshots report``)."""
 import pytest
 
 from fixtures import scenario
+from fixtures.sweep.arms import replay_command
 from fixtures.sweep import arms
 from fixtures.workloads import stage3
 from model.flags import ARMS
 from test_arms import PINNED
 from test_position_clamp import _expected as clamp_expected, _run as clamp_run
 
-pytestmark = pytest.mark.needs_fault_injection
+pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
 SUMMARY_SEEDS = (0, 27, 32, 48)  # small and fixed: one clean seed and the pinned failures
 
@@ -52,7 +53,7 @@ def test_merge_decisions_of_pinned_seeds(snapshot, snapshot_backend, defect, see
         result = scenario.run_scenario(workload, arm, seed, expected=expected, record_merges=True)
         kept_wrong = {r.request_id for e in result.merges for r in e.kept_wrong()}
         assert (request_id in kept_wrong) is (arm == without_fix), \
-            f"seed {seed} arm {arm}; replay: bin/ttsim replay --arm {arm} --seed {seed}"
+            f"seed {seed} arm {arm}; replay: {replay_command(arm, seed, 'markov')}"
         record[arm] = {"merges": decisions(result.merges),
                        "failed": {v.request_id: v.defect for v in result.failed}}
     assert record == snapshot(name=snapshot_backend)
@@ -81,7 +82,7 @@ def test_merge_decisions_of_the_residual_seeds(snapshot, snapshot_backend, seed,
     record = {}
     for arm in (failing, passing):
         result = scenario.run_scenario(workload, arm, seed, expected=expected, record_merges=True)
-        assert bool(result.failed) is (arm == failing), f"seed {seed} arm {arm}; replay: bin/ttsim replay --arm {arm} --seed {seed}"
+        assert bool(result.failed) is (arm == failing), f"seed {seed} arm {arm}; replay: {replay_command(arm, seed, 'markov')}"
         record[arm] = {"merges": decisions(result.merges),
                        "failed": {v.request_id: v.defect for v in result.failed}}
     assert record == snapshot(name=snapshot_backend)

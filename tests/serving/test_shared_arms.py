@@ -18,7 +18,7 @@ from model.generator import MergeSite
 from model.merge_trace import read_trace
 from model.serving import Engine
 
-pytestmark = pytest.mark.needs_fault_injection
+pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ def test_golden_tokens_per_model_preset(snapshot, request, ttnn, device, preset)
     from model import config as mc
     from model.flags import ARMS
     from model.generator import Generator
-    from model.protocol import read_tokens
+    from model.protocol import GREEDY, read_output
     from model.qwen36 import Qwen36Model
     from model.tokenizer import encode
     from model.weights import generate_weights
@@ -35,10 +35,10 @@ def test_golden_tokens_per_model_preset(snapshot, request, ttnn, device, preset)
         prompt = encode(text)
         row = torch.zeros(config.max_pages, dtype=torch.int32)
         row[:2] = torch.tensor([2 * i + 1, 2 * i + 2])
-        out = gen.prefill_forward([prompt], [row], empty_slots=[0]).tolist()
+        out = gen.prefill_forward([prompt], [row], empty_slots=[0], sampling_params=GREEDY).tolist()
         for pos in range(len(prompt), len(prompt) + 7):
-            step = gen.decode_forward([out[-1]], [pos], row.unsqueeze(0), reset_batch=True, read_from_device=False)
-            out.append(read_tokens(gen, ttnn, step)[0])
+            step = gen.decode_forward([out[-1]], [pos], row.unsqueeze(0), reset_batch=True, read_from_device=False, sampling_params=GREEDY)
+            out.append(read_output(gen, ttnn, step)[0])
         assert len(out) == 8 and all(0 <= t < config.vocab_size for t in out)
         answers[text] = out
     assert answers == snapshot(name=_backend(request))

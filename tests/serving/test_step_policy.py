@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures import scenario
+from fixtures.sweep.arms import replay_command
 from fixtures.workloads import stage3
 from model.serving import TTRunner
 
@@ -56,7 +57,7 @@ def test_under_kv_pressure_a_phased_run_still_finishes_every_request(monkeypatch
     never free)."""
     kinds, result = _steps(monkeypatch, 3, "phased", arm="all")
     assert result.preemptions > 0
-    assert result.failed == [], "replay: bin/ttsim replay --arm all --seed 3 --step-policy phased"
+    assert result.failed == [], f"replay: {replay_command('all', 3, 'markov', 'phased')}"
 
 
 def test_an_unknown_step_policy_is_named():

@@ -20,7 +20,7 @@ from fixtures.system import System, generator_in_force
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.markov import greedy_reference
-from model.protocol import missing_methods, read_tokens
+from model.protocol import GREEDY, missing_methods, read_output
 from model.tt_model import TtModelAdapter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,8 +114,8 @@ def test_clearing_the_prefilled_set_after_every_decode_loses_the_forcing_under_m
 
 def _decode(gen, system, toks, pos, table, **kw) -> list[int]:
     out = gen.decode_forward(torch.tensor(toks).reshape(-1, 1), torch.tensor(pos, dtype=torch.int32), table,
-                             read_from_device=False, **kw)
-    return read_tokens(gen, system.ttnn, out)
+                             read_from_device=False, **kw, sampling_params=GREEDY)
+    return read_output(gen, system.ttnn, out)
 
 
 def _remap_run(model: str, spec: str, swap: bool, mesh_cols: int = 1) -> dict[str, list[int]]:
@@ -134,7 +134,7 @@ def _remap_run(model: str, spec: str, swap: bool, mesh_cols: int = 1) -> dict[st
         seqs = {}
         for slot, name in enumerate("AB"):
             first = gen.prefill_forward(torch.tensor([prompts[name]]), rows[name].reshape(1, -1),
-                                        empty_slots=[slot])
+                                        empty_slots=[slot], sampling_params=GREEDY)
             seqs[name] = [int(first[0])]
         order = ["A", "B"]
         for step in range(6):
@@ -180,11 +180,11 @@ def test_a_bad_slot_remap_is_refused_by_the_models_gather(aliased):
         with generator_in_force(loader.parse(GOOD), ttsim):
             gen = system.generator(flags=ARMS["all"])
         table = torch.zeros(1, system.max_pages, dtype=torch.int32)
-        gen.prefill_forward(torch.tensor([[5, 6, 7]]), table, empty_slots=[0])
+        gen.prefill_forward(torch.tensor([[5, 6, 7]]), table, empty_slots=[0], sampling_params=GREEDY)
         with pytest.raises(ValueError, match="gather_slots: remap is not a permutation of 0..7"):
             gen.decode_forward(torch.tensor([[1]]), torch.tensor([3]), table, reset_batch=True,
-                               slot_remap=torch.tensor([1, 1, 2, 3, 4, 5, 6, 7]))
+                               slot_remap=torch.tensor([1, 1, 2, 3, 4, 5, 6, 7]), sampling_params=GREEDY)
         with pytest.raises(ValueError, match="slot_remap must hold 8 entries, got 3"):
-            gen.decode_forward(torch.tensor([[1]]), torch.tensor([3]), table, reset_batch=True, slot_remap=[0, 1, 2])
+            gen.decode_forward(torch.tensor([[1]]), torch.tensor([3]), table, reset_batch=True, slot_remap=[0, 1, 2], sampling_params=GREEDY)
     finally:
         system.close()

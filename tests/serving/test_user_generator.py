@@ -14,7 +14,7 @@ from fixtures import loader, scenario
 from fixtures.system import System, use_generator, user_generator
 from fixtures.workloads import FaultKnobs, stage3
 from model.generator import Generator
-from model.protocol import GeneratorProtocol, GeneratorProtocolError, METHODS, missing_methods
+from model.protocol import REQUIRED, GeneratorProtocolError, missing_methods
 
 ROOT = Path(__file__).resolve().parents[2]
 STYLE = ROOT / "tests" / "generators" / "qwen36_style.py"
@@ -34,10 +34,11 @@ def clean_loader(monkeypatch):
 
 def test_our_generator_speaks_the_protocol():
     assert missing_methods(Generator) == []
-    assert METHODS == ("prefill_forward", "decode_forward", "read_decode_output", "process_decode_output_host")
+    assert REQUIRED == ("warmup_model_prefill", "warmup_model_decode", "prefill_forward", "decode_forward")
     system = System(0, FaultKnobs())
     try:
-        assert isinstance(system.generator(flags=scenario.ARMS["all"]), GeneratorProtocol)
+        gen = system.generator(flags=scenario.ARMS["all"])
+        assert missing_methods(gen) == [] and callable(gen.read_decode_output)
     finally:
         system.close()
 
@@ -47,7 +48,8 @@ def test_our_generator_speaks_the_protocol():
     ("nocolon", "must look like MODULE:ATTR"),
     (":X", "must look like MODULE:ATTR"),
     (f"{STYLE}:Nope", "has no attribute 'Nope'"),
-    (f"{STYLE}:NotAGenerator", "no method decode_forward, read_decode_output, process_decode_output_host"),
+    (f"{STYLE}:NotAGenerator", "no method warmup_model_decode(enable_trace, kv_cache, max_batch_size, num_blocks, "
+                               "can_sample_on_device); no method decode_forward(tokens, page_table, kv_cache"),
     ("/no/such/file.py:G", "no file /no/such/file.py"),
 ])
 def test_a_bad_generator_is_refused_in_one_line(text, message, clean_loader):
@@ -142,7 +144,7 @@ def test_read_from_device_returns_the_tokens_the_deferred_read_gives():
     decode read as the plugin reads it (deferred) gives the same tokens."""
     import torch
 
-    from model.protocol import read_tokens
+    from model.protocol import GREEDY, read_output
 
     got = {}
     for deferred in (False, True):
@@ -150,10 +152,10 @@ def test_read_from_device_returns_the_tokens_the_deferred_read_gives():
         try:
             gen = system.generator(flags=scenario.ARMS["all"])
             row = torch.zeros(1, system.max_pages, dtype=torch.int32)
-            first = gen.prefill_forward(torch.tensor([[5, 6, 7]]), row, empty_slots=[0])
+            first = gen.prefill_forward(torch.tensor([[5, 6, 7]]), row, empty_slots=[0], sampling_params=GREEDY)
             out = gen.decode_forward(first.reshape(1, 1), torch.tensor([3]), row, reset_batch=True,
-                                     read_from_device=not deferred)
-            got[deferred] = read_tokens(gen, system.ttnn, out) if deferred else out.reshape(-1).tolist()
+                                     read_from_device=not deferred, sampling_params=GREEDY)
+            got[deferred] = read_output(gen, system.ttnn, out) if deferred else out.reshape(-1).tolist()
             if not deferred:
                 assert tuple(out.shape) == (1, 1)
         finally:

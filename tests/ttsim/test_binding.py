@@ -26,7 +26,7 @@ import ttsim
 from fixtures import scenario
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
-from model.protocol import read_tokens
+from model.protocol import GREEDY, read_output
 from model.qwen36 import Qwen36Model
 from model.weights import generate_weights
 
@@ -163,11 +163,11 @@ def recording(real):
             rows = torch.zeros(2, system.max_pages, dtype=torch.int32)
             rows[0, :2], rows[1, :2] = torch.tensor([1, 2]), torch.tensor([3, 4])
             prompts = [list(b"binding proof"), list(b"on a 1x2 mesh, traced")]
-            first = gen.prefill_forward(prompts, list(rows), empty_slots=[0, 1])
+            first = gen.prefill_forward(prompts, list(rows), empty_slots=[0, 1], sampling_params=GREEDY)
             tokens, pos = first.tolist(), [len(p) for p in prompts]
             for step in range(3):  # traced decode, on-device sampling, async reads (as the vLLM plugin)
-                out = gen.decode_forward(tokens, pos, rows, reset_batch=step == 0, read_from_device=False)
-                tokens = read_tokens(gen, proxy, out)
+                out = gen.decode_forward(tokens, pos, rows, reset_batch=step == 0, read_from_device=False, sampling_params=GREEDY)
+                tokens = read_output(gen, proxy, out)
                 pos = [p + 1 for p in pos]
             gen.release()
             # both prefill paths of the model on the same mesh (the system's model took the

@@ -1,0 +1,129 @@
+"""The runner makes the Tenstorrent plugin's calls, in its order, with its arguments
+(model/protocol.py): the KV cache through the model class, the two-phase warm-up before any
+request, ``kv_cache=`` on every call, host-sampled prefill and device-sampled decode padded to
+capacity, and both of the plugin's sampling paths."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import ttsim
+from fixtures import loader, scenario
+from fixtures.system import MAX_SLOTS, NUM_BLOCKS, System, generator_in_force
+from fixtures.workloads import FaultKnobs, stage3
+from model.flags import ARMS
+from model.generator import Generator
+from model.protocol import GeneratorProtocolError, tokens_of
+from model.serving import KvCacheSpec, start_generator
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDING = ROOT / "tests" / "generators" / "recording.py"
+STYLE = ROOT / "tests" / "generators" / "tt_transformers_style.py"
+
+
+@pytest.fixture
+def aliased(monkeypatch):
+    monkeypatch.delitem(sys.modules, "ttnn", raising=False)
+    yield
+    sys.modules.pop("ttnn", None)
+
+
+def _recorded_run(seed: int = 3):
+    workload = stage3(seed, n_requests=6, concurrency=4)
+    with generator_in_force(loader.parse(f"{RECORDING}:RecordingGenerator"), ttsim):
+        calls = sys.modules["ttsim_user_generator_recording"].CALLS
+        calls.clear()
+        result = scenario.run_scenario(workload, "all", seed, expected=scenario.serial_answers(workload, seed),
+                                       step_policy="phased")
+        runs = [list(calls)]
+        calls.clear()
+    return result, runs[0]
+
+
+def test_start_up_happens_before_any_request_in_the_plugins_order(aliased):
+    result, calls = _recorded_run()
+    assert not result.failed
+    names = [c[0] for c in calls]
+    first_forward = min(names.index("prefill_forward"), names.index("decode_forward"))
+    assert names[:first_forward] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
+                                     "warmup_model_decode"]
+    (_, shape, layers, kv), (_, p_trace, p_kv, p_dev), (_, d0, d0_kv, d0_dev, d0_b), (_, d1, *_rest) = calls[:4]
+    assert shape == (FaultKnobs.swarm(3).kv_blocks, 1, 32, 32) and layers == 1
+    assert (p_trace, d0, d1) == (False, False, True)  # compile, then capture; prefill is not traced
+    assert p_kv == d0_kv == kv and (p_dev, d0_dev, d0_b) == (False, True, MAX_SLOTS)
+    assert "prefill_forward" not in names[first_forward + 1:] or names.count("allocate_kv_cache") == 1
+
+
+def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_arguments(aliased):
+    _, calls = _recorded_run()
+    kv = calls[0][3]
+    prefills = [c for c in calls if c[0] == "prefill_forward"]
+    decodes = [c for c in calls if c[0] == "decode_forward"]
+    assert prefills and decodes
+    assert all(c[1] == kv for c in prefills + decodes)
+    # decode_only: prefill is sampled on the host (no sampling_params), never traced
+    assert all(c[2:] == (False, False) for c in prefills)
+    # decode: greedy sampling_params per row, reset_batch, padded to capacity, read later
+    assert all(c[2:] == (MAX_SLOTS, True, (MAX_SLOTS, 1), False) for c in decodes)
+
+
+def test_host_sampling_runs_without_sampling_params_and_no_merge(aliased):
+    """The plugin's other path: no on-device sampling, logits back, sampled by the runner."""
+    workload = stage3(4, n_requests=6, concurrency=4)
+    expected = scenario.serial_answers(workload, 4)
+    with generator_in_force(loader.parse(f"{STYLE}:TtTransformersStyleGenerator"), ttsim):
+        result = scenario.run_scenario(workload, "control", 4, expected=expected, step_policy="phased",
+                                       sample_on_device=None, record_merges=True)
+    assert not result.failed and result.merges == []
+
+
+def test_our_generator_refuses_host_sampled_decode_at_warm_up():
+    """Ours samples decode on the device only (as production's): it says so before any request."""
+    system = System(0, FaultKnobs())
+    try:
+        gen = system.generator(flags=ARMS["all"])
+        with pytest.raises(ValueError, match="samples decode on the device"):
+            start_generator(gen, system.kv_cache_spec(NUM_BLOCKS), max_batch_size=MAX_SLOTS, sample_on_device=None)
+    finally:
+        system.close()
+
+
+def test_a_hybrid_model_class_gets_per_layer_specs():
+    class PerLayer(Generator):
+        def allocate_kv_cache_per_layer(self, specs):
+            self.specs = specs
+            return ["per-layer"]
+
+        def allocate_kv_cache(self, *a):
+            raise AssertionError("the plugin prefers allocate_kv_cache_per_layer")
+
+    system = System(0, FaultKnobs())
+    try:
+        gen = system.generator(PerLayer, flags=ARMS["all"])
+        spec = KvCacheSpec((48, 2, 32, 64), torch.float32, 2)
+        assert start_generator(gen, spec, max_batch_size=8, sample_on_device="decode_only") == ["per-layer"]
+        assert gen.specs == [((48, 2, 32, 64), torch.float32, 0), ((48, 2, 32, 64), torch.float32, 1)]
+    finally:
+        system.close()
+
+
+@pytest.mark.parametrize("out, rows, sampled, message", [
+    ([1, 2], 2, True, "returned list; the plugin expects a torch tensor"),
+    (torch.tensor([[1], [2]]), 3, True, "returned 2 tokens for 3 rows"),
+    (torch.zeros(2), 2, False, r"returned shape \(2,\); host sampling expects logits"),
+])
+def test_an_output_of_the_wrong_shape_is_named_in_one_line(out, rows, sampled, message):
+    with pytest.raises(GeneratorProtocolError, match=message):
+        tokens_of(out, rows, sampled=sampled, call="G.decode")
+
+
+def test_outputs_the_plugin_accepts():
+    logits = torch.zeros(2, 1, 5)
+    logits[0, 0, 3] = logits[1, 0, 4] = 1.0
+    assert tokens_of((logits, torch.zeros(2)), 2, sampled=False, call="c") == [3, 4]  # a (logits, rope_deltas) pair
+    assert tokens_of(logits.reshape(2, 5), 2, sampled=False, call="c") == [3, 4]
+    assert tokens_of((torch.tensor([[7], [9], [0]]), None), 2, sampled=True, call="c") == [7, 9]
