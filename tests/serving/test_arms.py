@@ -11,7 +11,7 @@ import pytest
 
 from fixtures import scenario
 from fixtures.sweep.arms import replay_command
-from fixtures.system import honoured_flags
+from fixtures.system import honoured_flags, user_generator
 from fixtures.workloads import stage3
 from model.flags import AS_IS, unhonoured
 
@@ -47,6 +47,8 @@ def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id
             f"seed {seed} arm {AS_IS}: {', '.join(f'{v.request_id} ({v.defect})' for v in result.failed)} "
             f"failed where {defect} emerges without its fix; replay: {replay_command(AS_IS, seed, 'markov')}")
         return
+    if user_generator() is not None:  # another generator's device commands differ from ours
+        seed, request_id = _pinned_for_this_generator(defect, seed, without_fix, with_fix)
     bad = _run(seed, without_fix)
     failed = {v.request_id: v.defect for v in bad.failed}
     request_id = request_id or next(iter(failed), None)
@@ -62,6 +64,27 @@ def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id
         f"replay: {replay_command(with_fix, seed, 'markov')}")
 
 
+#: where the suite looks for a user's generator's own pinned seed (after ours)
+SEARCH = range(0, 24)
+
+
+def _pinned_for_this_generator(defect: str, ours: int, without_fix: str, with_fix: str) -> tuple[int, str]:
+    """The first seed (ours first, then SEARCH) where ``without_fix`` fails a request with
+    ``defect`` and ``with_fix`` passes that request, for the generator in force: a correct
+    generator's defects emerge on its own device commands, not on our generator's seed."""
+    for seed in dict.fromkeys((ours, *SEARCH)):
+        bad = {v.request_id for v in _run(seed, without_fix).failed if v.defect == defect}
+        if bad:
+            still = {v.request_id for v in _run(seed, with_fix).failed}
+            fixed = sorted(bad - still)
+            if fixed:
+                return seed, fixed[0]
+    pytest.fail(f"no seed of {ours} or {SEARCH.start}..{SEARCH.stop - 1} where {without_fix} fails a request with "
+                f"{defect} and {with_fix} passes it, with --generator {user_generator().spec.text}: either the "
+                f"fix does not work in this generator or the defect never emerges from its commands")
+
+
+@pytest.mark.our_generator  # another correct generator may meet production's residual (0.2%) on these seeds
 @pytest.mark.parametrize("seed", [27, 32, 48])
 def test_all_fixes_pass_the_pinned_seeds(seed):
     result = _run(seed, "all")
