@@ -1,5 +1,6 @@
 """The layering holds: no import cycle between packages or between modules, and the
-packages import one way (fixtures/hil -> model -> an injected ttnn-like module)."""
+packages import one way: fixtures (the composition root) -> model, hil and ttsim; model and
+hil import no other package of ours (model is handed its ttnn-like module)."""
 
 from __future__ import annotations
 

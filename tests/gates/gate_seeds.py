@@ -25,8 +25,8 @@ CONTROL_ENV = {"QWEN36_PREFILLED_SLOTS_FIX": "0", "QWEN36_MERGE_BATCH_GUARD": "0
 # The treatment: production's three fixes (on by default) plus the two candidate fixes this
 # framework found (arms `all+last-run`, `all+remap-marks`, README; the served path runs vLLM's
 # stock steps and passes no slot_remap, so the second has nothing to act on there). With
-# production's three alone the sim gates failed in 2 of about 10 HTTP runs (measured before
-# issue 26's mechanisms): the residual the in-process sweeps measure for arm `all`.
+# production's three alone the sim gates failed in 2 of about 10 HTTP runs (measured under the
+# earlier merge model of docs/history/): the residual the in-process sweeps measure for arm `all`.
 TREATMENT_ENV = {"QWEN36_MERGE_FROM_LAST_RUN": "1", "QWEN36_MARKS_FOLLOW_REMAP": "1"}
 
 
