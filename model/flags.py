@@ -67,6 +67,11 @@ class GeneratorFlags:
     WHAT_IF = ("whatif_async_merge_read", "whatif_never_run_bucket")
 
     @property
+    def candidate(self) -> bool:
+        """Any candidate fix on (found with this framework, not production's)."""
+        return self.merge_from_last_run or self.marks_follow_remap
+
+    @property
     def what_if(self) -> bool:
         """Any beyond-upstream knob on (never in a production arm)."""
         return any(getattr(self, k) for k in self.WHAT_IF)
