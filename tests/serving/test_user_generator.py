@@ -162,3 +162,22 @@ def test_read_from_device_returns_the_tokens_the_deferred_read_gives():
         finally:
             system.close()
     assert got[False] == got[True]
+
+
+@pytest.mark.needs_fault_injection
+def test_a_generator_without_our_flags_is_judged_as_is_on_the_pinned_seeds(tmp_path):
+    """ttsim_flags = (): the pinned tests run the arm as-is. Ours behind such a factory passes
+    every seed whose defect production's fixes close; with its fixes forced off it fails them."""
+    factory = ("from model.flags import ARMS\nfrom model.generator import Generator\n\n\n"
+               "def make(model, tt, mesh, *, flags, **kw):\n    return Generator(model, tt, mesh, flags={}, **kw)\n\n\n"
+               "make.ttsim_flags = ()\n")
+    (tmp_path / "good.py").write_text(factory.format("flags"))
+    (tmp_path / "broken.py").write_text(factory.format('ARMS["control"]'))
+    select = ("tests/serving/test_arms.py::test_defect_emerges_without_its_fix_and_not_with_it",)
+    good = _inner_pytest(f"{tmp_path / 'good.py'}:make", *select)
+    assert good.returncode == 0 and "3 passed, 2 skipped" in good.stdout, good.stdout[-3000:]
+    bad = _inner_pytest(f"{tmp_path / 'broken.py'}:make", *select)
+    failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
+    assert failed == [f"{select[0]}[{d}-seed{s}]" for d, s in (("slot-reuse", 27), ("slot-reuse", 48),
+                                                                 ("stale-position-buffer", 32))], bad.stdout[-3000:]
+    assert "arm as-is: req-14 (slot-reuse) failed" in bad.stdout
