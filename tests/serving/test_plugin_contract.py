@@ -127,3 +127,20 @@ def test_outputs_the_plugin_accepts():
     assert tokens_of((logits, torch.zeros(2)), 2, sampled=False, call="c") == [3, 4]  # a (logits, rope_deltas) pair
     assert tokens_of(logits.reshape(2, 5), 2, sampled=False, call="c") == [3, 4]
     assert tokens_of((torch.tensor([[7], [9], [0]]), None), 2, sampled=True, call="c") == [7, 9]
+
+
+def test_the_tt_transformers_shaped_generator_captures_every_width_in_the_plugins_warm_up(aliased):
+    """Its decode warm-up's capture phase allocates every bucket's inputs and captures every
+    trace, so nothing it runs later allocates during a capture."""
+    from fixtures.system import build_runner
+
+    system = System(0, FaultKnobs())
+    try:
+        with generator_in_force(loader.parse(f"{STYLE}:TtTransformersStyleGenerator"), ttsim):
+            gen, runner = build_runner(system, ARMS["all"], FaultKnobs(), 0, step_policy="phased")
+        assert [c[0] for c in gen.lifecycle] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
+                                                 "warmup_model_decode"]
+        assert [c[1] for c in gen.lifecycle[1:]] == [False, False, True]
+        assert sorted(gen._traces) == [1, 2, 4, 8] and all(t.trace_id is not None for t in gen._traces.values())
+    finally:
+        system.close()
