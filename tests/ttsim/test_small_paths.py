@@ -24,6 +24,7 @@ import ttsim
 from ttsim import device as ttsim_device
 from ttsim import numerics
 from ttsim.ops import embedding as embedding_mod
+from ttsim.seed import junk_bytes
 from ttsim.types import DataType, Layout
 
 RM, TILE = ttsim.ROW_MAJOR_LAYOUT, ttsim.TILE_LAYOUT
@@ -332,7 +333,19 @@ def _embed(dev, ids: list[int], layout, vocab=40, hidden=33):
     out = ttsim.embedding(i, w, layout=layout)
     got = ttsim.to_torch(out).view(torch.int16)
     data = out._buffers[0].data
-    return got.tolist(), numerics.encode(data, out._dtype, out._layout).tobytes(), table
+    return got.tolist(), numerics.encode(data, out._dtype, out._layout).tobytes(), table, (w, i)
+
+
+def _embed_fresh(ids: list[int], layout):
+    """:func:`_embed` on a device of its own (an id past the table reads the memory after it, so
+    two calls compare only from the same memory), or the failure's text."""
+    dev = _open()
+    try:
+        return _embed(dev, ids, layout)[:2]
+    except ttsim.TTFatal as e:
+        return str(e)
+    finally:
+        ttsim.close_mesh_device(dev)
 
 
 IDS = {
@@ -349,29 +362,41 @@ IDS = {
 @pytest.mark.parametrize("layout", [RM, TILE], ids=["rm", "tile"])
 @pytest.mark.parametrize("case", sorted(IDS))
 def test_embedding_small_check_is_the_aminmax_check(monkeypatch, case, layout):
-    dev = _open()
-    try:
-        fast = _embed(dev, IDS[case], layout)
-        monkeypatch.setattr(embedding_mod, "SMALL_IDS", -1)  # every check through aminmax
-        slow = _embed(dev, IDS[case], layout)
-    finally:
-        ttsim.close_mesh_device(dev)
-    assert fast[:2] == slow[:2]
+    fast = _embed_fresh(IDS[case], layout)
+    monkeypatch.setattr(embedding_mod, "SMALL_IDS", -1)  # every check through aminmax
+    slow = _embed_fresh(IDS[case], layout)
+    assert fast == slow
 
 
 @pytest.mark.parametrize("case", sorted(IDS))
-def test_embedding_rows_and_zero_rows_by_hand(case):
+def test_embedding_rows_by_hand(case):
     """Independent of the other path: an id in [0, vocab) gives its table row (bf16, NaN
-    canonical), any other id a zero row."""
+    canonical); id 40 (one past) reads as a card's reader does the 66 bytes after row 39: the
+    table buffer's 48 bytes of alignment padding (never-written junk), then the ids buffer allocated
+    after it (and its own padding); ids whose row lies past the chip's 32 GB are the card's hang."""
     dev = _open()
     try:
-        got, _, table = _embed(dev, IDS[case], RM)
+        if any(i < 0 for i in IDS[case]):  # uint32 >= 2**31: row * 66 B is past the DRAM
+            with pytest.raises(ttsim.TTFatal, match=r"TIMEOUT: device timeout, potential hang detected.*embedding "
+                                                    r"row 1: id -2147483648|TIMEOUT.*embedding row 0: id -1"):
+                _embed(dev, IDS[case], RM)
+            return
+        got, _, table, (w, ids) = _embed(dev, IDS[case], RM)
+        base, chip = w.buffer_address(), dev.chips[0]
+        assert ids.buffer_address() == base + 2688  # 2640 B of table, aligned to 64
+        id_bytes = torch.tensor([IDS[case]], dtype=torch.int32).numpy().tobytes()[:18]
+        past = (bytes(junk_bytes(chip.dram.junk_key, base + 2640, 48)) + id_bytes  # then the ids' own padding
+                + bytes(junk_bytes(chip.dram.junk_key, base + 2688 + len(id_bytes), 18 - len(id_bytes))))
     finally:
         ttsim.close_mesh_device(dev)
     want = []
     for i in IDS[case]:
-        row = table[i] if 0 <= i < 40 else torch.zeros(33)
-        bits = numerics.to_bfloat16(row).view(torch.int16).tolist()
+        if 0 <= i < 40:
+            bits = numerics.to_bfloat16(table[i]).view(torch.int16).tolist()
+        else:
+            assert i == 40
+            bits = numerics.to_bfloat16(torch.frombuffer(bytearray(past), dtype=torch.bfloat16).float()).view(
+                torch.int16).tolist()
         want.append(bits)
     assert got == [want]
 
@@ -529,19 +554,19 @@ def test_plus_one_in_a_replayed_trace_writes_in_place_every_replay():
 @pytest.mark.parametrize("ids_dtype", [ttsim.uint32, ttsim.bfloat16])
 def test_embedding_of_every_accepted_rank_gathers_the_rows(ids_shape, table_shape, ids_dtype):
     """Ids and tables already 2-D are used as stored, the others reshaped: every accepted rank
-    gives the same rows (out-of-vocabulary ids zero, bf16 ids truncated to ints)."""
+    gives the same rows (bf16 ids truncated to ints; ids past the vocabulary: test_embedding_rows_by_hand)."""
     dev = _open()
     try:
         table = (torch.arange(40 * 33, dtype=torch.float32).reshape(40, 33) - 600) / 3
         w = ttsim.from_torch(table.reshape(table_shape), dtype=ttsim.bfloat16, layout=RM, device=dev)
-        flat = [3, 39, 40, 0]
+        flat = [3, 39, 38, 0]
         ids = torch.tensor(flat, dtype=torch.int32).reshape(ids_shape)
         i = ttsim.from_torch(ids if ids_dtype == ttsim.uint32 else ids.to(torch.float32), dtype=ids_dtype, layout=RM,
                              device=dev)
         got = ttsim.to_torch(ttsim.embedding(i, w)).to(torch.float32)
         batch = ids_shape[0] if len(ids_shape) > 1 else 1
-        want = torch.stack([numerics.to_bfloat16(table[v]).to(torch.float32) if v < 40 else torch.zeros(33)
-                            for v in flat]).reshape(batch, 4 // batch, 33)
+        want = torch.stack([numerics.to_bfloat16(table[v]).to(torch.float32) for v in flat]).reshape(
+            batch, 4 // batch, 33)
         assert got.shape == want.shape and torch.equal(got, want)
     finally:
         ttsim.close_mesh_device(dev)
