@@ -289,6 +289,20 @@ def test_op_decode_hang_names_op_row_and_position(device):
     assert "no block, owner -" in diagnostics.entries(device)[0].line()
 
 
+def test_op_decode_span_reaching_the_tables_end_is_the_hang(device):
+    """The last row's last own position is computed; one more walks past the page table's buffer."""
+    q = ttsim.from_torch(torch.ones(1, 2, 2, D), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    cache, table = _cache(device, 4), _ints([[0, 1], [2, 3]], device)
+    decode = ttsim.transformer.paged_scaled_dot_product_attention_decode
+    ttsim.to_torch(decode(q, cache, cache, table, cur_pos_tensor=_ints([-1, 2 * BS - 1], device)))
+    assert diagnostics.entries(device) == ()
+    with pytest.raises(ttsim.TTFatal, match=TIMEOUT + r" \(paged_scaled_dot_product_attention_decode batch row 1: "
+                                                      r"position 64 spans 3 pages from page-table index 2"):
+        ttsim.to_torch(decode(q, cache, cache, table, cur_pos_tensor=_ints([-1, 2 * BS], device)))
+    (e,) = diagnostics.entries(device)
+    assert (e.row, e.position, e.page, e.table_index, e.block, e.access) == (1, 64, 2, 4, None, "hang")
+
+
 def test_op_decode_past_the_row_reads_the_next_rows_keys(device):
     g = torch.Generator().manual_seed(6)
     kv = torch.randn(6, 1, BS, D, generator=g)
@@ -326,6 +340,42 @@ def test_op_block_outside_the_cache_writes_the_buffer_after_it(device):
                          dim=-1)
     vals = torch.cat([torch.zeros(BS), torch.full((5,), -1.0), torch.tensor([4.0])])
     torch.testing.assert_close(ttsim.to_torch(out).float()[0, 0, 0], (want @ vals).expand(D), rtol=2e-2, atol=2e-2)
+
+
+def test_op_block_outside_the_cache_is_addressed_by_the_cards_tile_id(device):
+    """Two heads of 64 channels: a block is 4 tiles (head-major, then column tile), so block 1 of a
+    1-block cache is tiles 4..7 counted from the cache's first: tiles 0..3 of the buffer after it.
+    Head 1's token lands in that buffer's tiles 2 and 3, at row 9."""
+    cache = ttsim.from_torch(torch.zeros(1, 2, BS, 64), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    after = ttsim.from_torch(torch.zeros(32, 4 * 32), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    assert after.buffer_address() == cache.buffer_address() + 4 * 2048
+    x = torch.zeros(1, 1, 2, 64)
+    x[0, 0, 0], x[0, 0, 1] = torch.arange(64) + 1.0, -(torch.arange(64) + 1.0)
+    ttsim.experimental.paged_update_cache(
+        cache, ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device),
+        update_idxs_tensor=_ints([9], device), page_table=_ints([[1]], device))
+    a = ttsim.to_torch(after).float()
+    assert torch.equal(a[9, :64], torch.arange(64) + 1.0) and torch.equal(a[9, 64:], -(torch.arange(64) + 1.0))
+    assert torch.count_nonzero(a) == 128 and torch.count_nonzero(ttsim.to_torch(cache).float()) == 0
+    (e,) = diagnostics.entries(device)
+    assert (e.block, e.owners, e.access) == (1, (0,), "write")  # the page is the row's own; its entry is not
+
+
+def test_embedding_past_the_table_reads_the_next_buffer_and_stores_its_nans_canonical(device):
+    """A 16 x 2 bf16 table fills its 64 bytes: id 16 reads the first row of the buffer after it
+    (here two non-canonical bf16 NaN patterns, stored 0x7FC0 like every bf16 value ttsim stores);
+    id 17 its second; both are recorded."""
+    table = ttsim.from_torch(torch.arange(32, dtype=torch.float32).reshape(16, 2), dtype=ttsim.bfloat16,
+                             layout=ttsim.ROW_MAJOR_LAYOUT, device=device)
+    after = ttsim.from_torch(torch.tensor([[0xFFC1, 0x7F81, 0x3F80, 0x4000]], dtype=torch.int32), dtype=ttsim.uint16,
+                             device=device)
+    assert after.buffer_address() == table.buffer_address() + 64
+    ids = ttsim.from_torch(torch.tensor([[16, 2, 17]], dtype=torch.int32), dtype=ttsim.uint32, device=device)
+    out = ttsim.to_torch(ttsim.embedding(ids, table)).reshape(3, 2)
+    assert out.view(torch.int16)[0].tolist() == [0x7FC0, 0x7FC0]
+    assert out[1].float().tolist() == [4.0, 5.0] and out[2].float().tolist() == [1.0, 2.0]
+    assert [(e.op, e.row, e.position, e.block, e.access) for e in diagnostics.entries(device)] == [
+        ("embedding", 0, 16, 16, "read"), ("embedding", 2, 17, 17, "read")]
 
 
 WORKLOAD = r"""
