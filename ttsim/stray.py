@@ -24,7 +24,7 @@ from . import numerics
 from .diagnostics import Entry
 from .kernels.card_index import U32, DeviceHang, StrayIndex
 from .memory import Buffer
-from .types import ELEMENT_SIZE, TILE_SIZE, DataType, Layout, TTFatal
+from .types import BLOCK_FLOATS, ELEMENT_SIZE, TILE_SIZE, DataType, Layout, TTFatal
 
 _TILE = (TILE_SIZE, TILE_SIZE)
 #: tt-metal's words when the host's wait for a hung device times out (a TT_THROW in the dispatch wait)
@@ -174,19 +174,22 @@ class PagedView:
         return out
 
     def write_row(self, block: int, offset: int, values: torch.Tensor) -> None:
-        """The card's writer reads the tile, replaces one row, writes the tile back."""
+        """The card's writer reads the tile, replaces one row, writes the tile back: the other rows'
+        bytes stay as they were (a bf16 NaN payload too; a block float's other face rows keep
+        their own shared exponents, so re-quantising the tile leaves them as they were)."""
         buf = self.caches[0]
         self._check_tiled(buf)
         tb = _tile_bytes(buf)
         rt, ro = divmod(offset, TILE_SIZE)
+        block_float = buf.dtype in BLOCK_FLOATS
         for h in range(values.shape[0]):
             for addr, c in self._tiles(buf, block, h, rt):
-                raw = read_bytes(self.chip, buf.buffer_type, addr, tb)
-                tile = numerics.decode(raw, buf.dtype, Layout.TILE, _TILE).to(torch.float32)
+                tile = numerics.decode(read_bytes(self.chip, buf.buffer_type, addr, tb), buf.dtype, Layout.TILE, _TILE)
                 part = values[h, c * TILE_SIZE:(c + 1) * TILE_SIZE].to(torch.float32)
-                tile[ro, :part.shape[0]] = part
-                write_bytes(self.chip, buf.buffer_type, addr,
-                            numerics.encode(numerics.quantize(tile, buf.dtype), buf.dtype, Layout.TILE))
+                tile[ro, :part.shape[0]] = part if block_float else numerics.quantize(part, buf.dtype)
+                if block_float:
+                    tile = numerics.quantize(tile, buf.dtype)
+                write_bytes(self.chip, buf.buffer_type, addr, numerics.encode(tile, buf.dtype, Layout.TILE))
 
     def note(self, stray: StrayIndex) -> None:
         self.device._diagnostics.append(Entry.of(self.op, self.chip.id, stray))

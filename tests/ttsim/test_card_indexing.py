@@ -342,6 +342,28 @@ def test_op_block_outside_the_cache_writes_the_buffer_after_it(device):
     torch.testing.assert_close(ttsim.to_torch(out).float()[0, 0, 0], (want @ vals).expand(D), rtol=2e-2, atol=2e-2)
 
 
+def test_op_block_outside_the_cache_in_free_memory_is_what_the_next_buffer_there_holds(device):
+    """Nothing lives after the cache: the card's write lands in free memory, and a buffer allocated
+    there later, uninitialized, shows it (the rest of that tile: the seeded junk it held before)."""
+    table, x = _ints([[0, 2]], device), _tokens(device, 3.0)
+    positions = _ints([BS + 5], device)
+    cache = _cache(device, 2)
+    end = cache.buffer_address() + 2 * 2048
+    before = ttsim.allocate_tensor_on_device(ttsim.Shape([32, 32]), ttsim.bfloat16, ttsim.TILE_LAYOUT, device)
+    assert before.buffer_address() == end
+    junk = ttsim.to_torch(before)
+    ttsim.deallocate(before)
+    ttsim.experimental.paged_update_cache(cache, x, update_idxs_tensor=positions, page_table=table)
+    ttsim.synchronize_device(device)
+    later = ttsim.allocate_tensor_on_device(ttsim.Shape([32, 32]), ttsim.bfloat16, ttsim.TILE_LAYOUT, device)
+    assert later.buffer_address() == end
+    got = ttsim.to_torch(later)
+    assert torch.all(got[5].float() == 3.0)
+    rest = torch.ones(32, dtype=torch.bool)
+    rest[5] = False
+    assert torch.equal(got[rest].view(torch.int16), junk[rest].view(torch.int16))
+
+
 def test_op_block_outside_the_cache_is_addressed_by_the_cards_tile_id(device):
     """Two heads of 64 channels: a block is 4 tiles (head-major, then column tile), so block 1 of a
     1-block cache is tiles 4..7 counted from the cache's first: tiles 0..3 of the buffer after it.
