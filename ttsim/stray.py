@@ -8,11 +8,12 @@ tile_bytes`` (tiles in row-major tile order, as numerics.encode lays them out). 
 buffer reads the next buffer's bytes, the residue of a freed one, or the seeded junk of memory
 never written, deterministically; writing there changes them.
 
-Where a card itself would fault, ttsim raises the kernel's DeviceHang: an address past the end of
-the chip's memory is a NOC request to nothing, which never retires (a hang, not an error). On a
-card an interleaved buffer's tiles are spread over the DRAM banks; ttsim's flat model keeps them
-contiguous, so which neighbour a stray index hits is ttsim's layout, not a card's; THAT one is hit,
-silently, is the card's behaviour.
+No address faults: a card's interleaved address generator (tt-metal's ``InterleavedAddrGen``)
+computes a page's bank address as a ``uint32_t`` (``bank_offset_index * aligned_page_size +
+bank_base_address``), and a Blackhole bank holds 4 GB, so any page id lands somewhere in DRAM. ttsim
+wraps the flat address modulo the chip's memory the same way. On a card an interleaved buffer's
+pages are spread over the 8 banks; ttsim's flat model keeps them contiguous, so WHICH neighbour a
+stray index hits is ttsim's layout, not a card's; THAT one is hit, silently, is the card's.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 
 from . import numerics
 from .diagnostics import Entry
-from .kernels.card_index import U32, DeviceHang, StrayIndex
+from .kernels.card_index import U32, StrayIndex
 from .memory import Buffer
 from .types import BLOCK_FLOATS, ELEMENT_SIZE, TILE_SIZE, DataType, Layout, TTFatal
 
@@ -39,10 +40,11 @@ class DeviceTimeout(TTFatal):
         RuntimeError.__init__(self, f"TT_THROW: {DEVICE_TIMEOUT} ({op} {what}; ttsim ends it as the watchdog would)")
 
 
-def _check_span(region, address: int, nbytes: int) -> None:
-    if address < 0 or address + nbytes > region.size:
-        raise DeviceHang(f"{region.name} address 0x{address:x} (+{nbytes} B) is past the chip's {region.size} B "
-                         f"of {region.name}: a NOC request there never retires")
+def _pieces(region, address: int, nbytes: int) -> list[tuple[int, int, int]]:
+    """``[address, address + nbytes)`` wrapped into the region: (address, length, offset into the span)."""
+    start = address % region.size
+    first = min(nbytes, region.size - start)
+    return [(start, first, 0)] + ([(0, nbytes - first, first)] if first < nbytes else [])
 
 
 def _live_in(chip, buffer_type, lo: int, hi: int) -> list[Buffer]:
@@ -76,9 +78,12 @@ def _image(buf: Buffer, lo: int, hi: int) -> np.ndarray:
 
 
 def read_bytes(chip, buffer_type, address: int, nbytes: int) -> np.ndarray:
-    """What ``[address, address + nbytes)`` of a chip's memory holds now."""
+    """What ``[address, address + nbytes)`` of a chip's memory (wrapped into it) holds now."""
     region = chip.region(buffer_type)
-    _check_span(region, address, nbytes)
+    pieces = _pieces(region, address, nbytes)
+    if len(pieces) > 1:
+        return np.concatenate([read_bytes(chip, buffer_type, a, n) for a, n, _ in pieces])
+    address = pieces[0][0]
     out = region.read_bytes(address, nbytes)  # residue, else junk; a live buffer never written shows it too
     for buf in _live_in(chip, buffer_type, address, address + nbytes):
         if buf.data is not None:
@@ -106,11 +111,16 @@ def _patch(buf: Buffer, lo: int, raw: np.ndarray) -> None:
 
 
 def write_bytes(chip, buffer_type, address: int, raw: np.ndarray) -> None:
-    """Write ``raw`` at ``address``: into the live buffers there, and into free memory (which
-    keeps it for the next buffer allocated there, as residue does)."""
+    """Write ``raw`` at ``address`` (wrapped into the chip's memory): into the live buffers there,
+    and into free memory (which keeps it for the next buffer allocated there, as residue does)."""
     region = chip.region(buffer_type)
+    pieces = _pieces(region, address, len(raw))
+    if len(pieces) > 1:
+        for a, n, off in pieces:
+            write_bytes(chip, buffer_type, a, raw[off:off + n])
+        return
+    address = pieces[0][0]
     end = address + len(raw)
-    _check_span(region, address, len(raw))
     cursor = address
     for buf in _live_in(chip, buffer_type, address, end):
         lo, hi = max(address, buf.address), min(end, buf.address + buf.nbytes)

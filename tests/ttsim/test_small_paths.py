@@ -24,6 +24,7 @@ import ttsim
 from ttsim import device as ttsim_device
 from ttsim import numerics
 from ttsim.ops import embedding as embedding_mod
+from ttsim.memory import DRAM_SIZE
 from ttsim.seed import junk_bytes
 from ttsim.types import DataType, Layout
 
@@ -371,33 +372,34 @@ def test_embedding_small_check_is_the_aminmax_check(monkeypatch, case, layout):
 @pytest.mark.parametrize("case", sorted(IDS))
 def test_embedding_rows_by_hand(case):
     """Independent of the other path: an id in [0, vocab) gives its table row (bf16, NaN
-    canonical); id 40 (one past) reads as a card's reader does the 66 bytes after row 39: the
-    table buffer's 48 bytes of alignment padding (never-written junk), then the ids buffer allocated
-    after it (and its own padding); ids whose row lies past the chip's 32 GB are the card's hang."""
+    canonical); any other id (unsigned) reads as a card's reader does the 66 bytes at row ``id`` of
+    the table's buffer, the address wrapped into the chip's 32 GB (a bank address is a uint32).
+    Id 40, one past: the table buffer's 48 bytes of alignment padding (never-written junk), then the
+    ids buffer allocated after it (and its own padding); ids at 2**31 and up: junk gigabytes away."""
     dev = _open()
     try:
-        if any(i < 0 for i in IDS[case]):  # uint32 >= 2**31: row * 66 B is past the DRAM
-            with pytest.raises(ttsim.TTFatal, match=r"TIMEOUT: device timeout, potential hang detected.*embedding "
-                                                    r"row 1: id -2147483648|TIMEOUT.*embedding row 0: id -1"):
-                _embed(dev, IDS[case], RM)
-            return
         got, _, table, (w, ids) = _embed(dev, IDS[case], RM)
         base, chip = w.buffer_address(), dev.chips[0]
         assert ids.buffer_address() == base + 2688  # 2640 B of table, aligned to 64
         id_bytes = torch.tensor([IDS[case]], dtype=torch.int32).numpy().tobytes()[:18]
-        past = (bytes(junk_bytes(chip.dram.junk_key, base + 2640, 48)) + id_bytes  # then the ids' own padding
-                + bytes(junk_bytes(chip.dram.junk_key, base + 2688 + len(id_bytes), 18 - len(id_bytes))))
+        one_past = (bytes(junk_bytes(chip.dram.junk_key, base + 2640, 48)) + id_bytes
+                    + bytes(junk_bytes(chip.dram.junk_key, base + 2688 + len(id_bytes), 18 - len(id_bytes))))
+        far = {}
+        for i in IDS[case]:
+            if i < 0:  # a uint32 id >= 2**31
+                address = (base + (i & 0xFFFFFFFF) * 66) % DRAM_SIZE
+                assert all(b.address >= address + 66 or b.address + b.nbytes <= address for b in chip.live.values())
+                far[i] = bytes(junk_bytes(chip.dram.junk_key, address, 66))
     finally:
         ttsim.close_mesh_device(dev)
     want = []
     for i in IDS[case]:
         if 0 <= i < 40:
-            bits = numerics.to_bfloat16(table[i]).view(torch.int16).tolist()
+            row = table[i]
         else:
-            assert i == 40
-            bits = numerics.to_bfloat16(torch.frombuffer(bytearray(past), dtype=torch.bfloat16).float()).view(
-                torch.int16).tolist()
-        want.append(bits)
+            assert i == 40 or i in far
+            row = torch.frombuffer(bytearray(one_past if i == 40 else far[i]), dtype=torch.bfloat16).float()
+        want.append(numerics.to_bfloat16(row).view(torch.int16).tolist())
     assert got == [want]
 
 

@@ -563,11 +563,12 @@ def _decode_span(memory: PagedMemory, flat: list, width: int, nb: int, r: int, p
     ``j`` is table entry ``r * width + j`` whether or not it is still row ``r``'s.
 
     The watchdog stand-in: a span reaching past the END of the page table's buffer is a hang.
-    Past the table a reader takes block ids from memory that is no page table, whose tile
-    addresses almost never lie in DRAM (a NOC read that never retires), and any position that far
-    is garbage (every live position lies in its own row's pages): a garbage 32-bit position is
-    10^5 to 10^8 K chunks, in effect a hang, and computing it would only make ttsim spin.
-    Spans that walk into the following rows' pages are computed, with those rows' K/V."""
+    Every position a live request can have lies in its own row's pages, so a position that far
+    is garbage, and a garbage 32-bit position is 10^5 to 10^8 K chunks (1206993233 at block size
+    32: 37.7 million), each through a block id read from memory that is no page table: a card does
+    not come back from that within any watchdog (the issue's "in effect a hang"), and computing it
+    would only make ttsim spin. Spans that walk into the following rows' pages are computed, with
+    those rows' K/V."""
     u = unsigned(p)
     page = u // bs
     start, last = r * width, r * width + page
@@ -583,17 +584,9 @@ def _decode_span(memory: PagedMemory, flat: list, width: int, nb: int, r: int, p
     return blocks
 
 
-def _outside_blocks(memory: PagedMemory, blocks: list, nb: int, r: int, p: int, page: int, index: int) -> dict:
+def _outside_blocks(memory: PagedMemory, blocks: list, nb: int) -> dict:
     """K and V of the blocks outside the cache a decode row reads, fetched in row order."""
-    fetched = {}
-    for b in blocks:
-        if b >= nb and b not in fetched:
-            try:
-                fetched[b] = (memory.read_block(0, b), memory.read_block(1, b))
-            except DeviceHang as exc:
-                memory.note(StrayIndex(r, p, page, index, b, (), "hang", str(exc)))
-                raise DeviceHang(f"batch row {r}: position {p}: {exc}") from None
-    return fetched
+    return {b: (memory.read_block(0, b), memory.read_block(1, b)) for b in dict.fromkeys(blocks) if b >= nb}
 
 
 def _gather_any(cache: torch.Tensor, blocks: list, length: int, outside: dict, which: int) -> torch.Tensor:
@@ -675,7 +668,7 @@ def paged_sdpa_decode(
             else:
                 blocks = _decode_span(memory, flat, width, nb, r, p, bs)
                 length = unsigned(p) + 1
-                outside = _outside_blocks(memory, blocks, nb, r, p, len(blocks) - 1, r * width + len(blocks) - 1)
+                outside = _outside_blocks(memory, blocks, nb)
             first = 0 if window is None else max(0, length - window)
             plan.append((r, blocks, first, length, outside))
     fn = sdpa_streaming if streaming else sdpa_legacy
@@ -713,9 +706,8 @@ def paged_update_cache(
     the position unsigned, page ``pos // block_size`` read at flat index ``row * max_pages +
     page`` of the table's buffer (the following rows' entries, then whatever memory holds), the
     token written into the block found there, inside the cache or not (``memory.write_row``).
-    Each such row is noted; a row whose access would hang a card does not stop the other rows'
-    writes (other cores finish theirs), and :class:`DeviceHang` is raised after them. Without
-    ``memory`` all rows are validated first (IndexError naming row and position).
+    Each such row is noted. Without ``memory`` all rows are validated first (IndexError naming
+    row and position).
     """
     _check_cache_write(cache, x)
     R.update_input("x", x.shape, cache.shape)
@@ -737,28 +729,19 @@ def paged_update_cache(
         return cache
     _page_table_rows_check(page_table)
     flat, width = _flat_table(page_table), page_table.shape[1]
-    hang = None
     for r, p in enumerate(idxs):
         u = unsigned(p)
         if u == U32:  # the only index a card skips
             continue
         page, off = divmod(u, bs)
         index = r * width + page
-        blk = None
-        try:
-            blk = flat[index] if index < len(flat) else memory.entry(index)
-            if blk < nb:
-                cache[blk, :, off, :].copy_(x[0, r])
-            else:
-                memory.write_row(blk, off, x[0, r])
-        except DeviceHang as exc:
-            memory.note(StrayIndex(r, p, page, index, blk, (), "hang", str(exc)))
-            hang = hang or f"batch row {r}: position {p}: {exc}"
-            continue
+        blk = flat[index] if index < len(flat) else memory.entry(index)
+        if blk < nb:
+            cache[blk, :, off, :].copy_(x[0, r])
+        else:
+            memory.write_row(blk, off, x[0, r])
         if page >= width or blk >= nb:
             memory.note(StrayIndex(r, p, page, index, blk, owners(flat, width, blk), "write"))
-    if hang is not None:
-        raise DeviceHang(hang)
     return cache
 
 

@@ -37,7 +37,7 @@ class StrayIndex:
     naming a block outside the cache): what the device layer records.
 
     ``block`` is the entry read at ``table_index`` (flat element index into the page table's
-    buffer; ``None`` when the kernel hung before it read one); ``owners`` the rows of this
+    buffer; ``None`` when the kernel hung before reading it); ``owners`` the rows of this
     call's page table whose pages map that block (empty: no row of the call owns it)."""
 
     row: int

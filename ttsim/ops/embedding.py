@@ -8,8 +8,8 @@ import torch
 
 from .. import numerics
 from ..diagnostics import Entry
-from ..kernels.card_index import DeviceHang, unsigned
-from ..stray import DeviceTimeout, read_bytes
+from ..kernels.card_index import unsigned
+from ..stray import read_bytes
 from ..tensor import Tensor, _describe
 from ..types import ELEMENT_SIZE, DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, require_layout, require_same_device, run_op
@@ -48,7 +48,7 @@ def embedding(
     rows for that token; BINARY embeddings (vocab of 2) are plain lookups here too. A token
     id outside ``[0, vocab)`` is read as a card reads it: unsigned, unchecked, the row at that
     index past the table (whatever the chip's memory holds there: ttsim/stray.py), recorded in
-    ``ttsim.diagnostics``; an address past the chip's memory is the card's hang.
+    ``ttsim.diagnostics``.
     """
     op = "embedding"
     ids = require_device_tensor(op, "input_tensor", input_tensor)
@@ -121,11 +121,7 @@ def _read_past_table(op: str, device, buf, idx: torch.Tensor, bad: torch.Tensor,
     flat_out = out.reshape(-1, hidden)
     for n in torch.nonzero(bad.reshape(-1)).reshape(-1).tolist():
         u = unsigned(flat_ids[n])
-        try:
-            raw = read_bytes(buf.chip, buf.buffer_type, buf.address + u * width, width)
-        except DeviceHang as exc:
-            device._diagnostics.append(Entry(op, buf.chip.id, n, flat_ids[n], None, None, u, (), "hang", str(exc)))
-            raise DeviceTimeout(op, f"row {n}: id {flat_ids[n]}: {exc}") from None
+        raw = read_bytes(buf.chip, buf.buffer_type, buf.address + u * width, width)
         # NaNs canonical, as every bf16 value ttsim stores (run_op's canon mark relies on it)
         row = numerics.decode(raw, buf.dtype, Layout.ROW_MAJOR, (hidden,))
         flat_out[n] = numerics.to_bfloat16(row) if row.dtype == torch.bfloat16 else row.to(flat_out.dtype)
