@@ -161,14 +161,14 @@ def test_kernel_decode_reads_a_block_outside_the_cache_from_memory():
     g = torch.Generator().manual_seed(5)
     q, k, v = _decode_inputs(g)
     kb, vb = torch.randn(1, BS, D, generator=g), torch.randn(1, BS, D, generator=g)
-    mem = ScriptedMemory(blocks={9: (kb, vb)})
-    table = torch.tensor([[0, 9]], dtype=torch.int32)
+    mem = ScriptedMemory(blocks={8: (kb, vb)})  # block 8 of an 8-block cache: the first one outside
+    table = torch.tensor([[0, 8]], dtype=torch.int32)
     out = K.paged_sdpa_decode(q[:, :1], k, v, table, [40], scale=None, k_chunk_size=32, memory=mem)
     kk, vv = torch.cat([k[0, 0].float(), kb[0].bfloat16().float()])[:41], torch.cat([v[0, 0].float(),
                                                                                        vb[0].bfloat16().float()])[:41]
     want = torch.softmax((q[0, 0].float() @ kk.T) / D**0.5, dim=-1) @ vv
     torch.testing.assert_close(out[0, 0], want, rtol=2e-3, atol=2e-3)
-    assert [(n.block, n.access) for n in mem.notes] == [(9, "read")]
+    assert [(n.block, n.access) for n in mem.notes] == [(8, "read")]
 
 
 # -- the device layer: the chip's memory -------------------------------------------------------------
