@@ -335,9 +335,8 @@ def test_op_block_outside_the_cache_writes_the_buffer_after_it(device):
     q = ttsim.from_torch(torch.ones(1, 1, 2, D), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
     out = ttsim.transformer.paged_scaled_dot_product_attention_decode(q, cache, cache, table,
                                                                       cur_pos_tensor=_ints([BS + 5], device))
-    want = torch.softmax(torch.cat([torch.zeros(BS), torch.full((5,), -32.0 / D**0.5), torch.tensor([4.0 * 32 / D**0.5])]),
-                         dim=-1)
-    vals = torch.cat([torch.zeros(BS), torch.full((5,), -1.0), torch.tensor([4.0])])
+    vals = torch.cat([torch.zeros(BS), torch.full((5,), -1.0), torch.tensor([4.0])])  # keys = values here
+    want = torch.softmax(vals * D / D**0.5, dim=-1)  # q is all ones: score = key value * D / sqrt(D)
     torch.testing.assert_close(ttsim.to_torch(out).float()[0, 0, 0], (want @ vals).expand(D), rtol=2e-2, atol=2e-2)
 
 
