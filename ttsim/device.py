@@ -208,6 +208,7 @@ class MeshDevice:
         self.closed = False
         self.program_cache = ProgramCache()
         self.stats = {"commands": 0, "stale_host_reads": 0, "trace_corruptions": 0}
+        self._diagnostics: list = []  # ttsim.diagnostics.Entry: stray accesses its kernels made
 
     # -- identity, as ttnn exposes it ------------------------------------------
     @property

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import ttsim
+from ttsim.seed import junk_bytes
 from ttsim import numerics
 
 RM = ttsim.ROW_MAJOR_LAYOUT
@@ -193,16 +194,20 @@ def test_inference_tensors_are_converted_on_every_read_and_show_in_place_writes(
 
 
 @pytest.mark.parametrize("bad", [4, 2**31 + 3, 2**32 - 1])
-def test_an_embedding_id_outside_the_vocab_reads_no_row(device, bad):
+def test_an_embedding_id_outside_the_vocab_reads_what_lies_past_the_table(device, bad):
     """A card does not check device-resident ids (a kernel cannot, without a readback): a
-    garbage id such as a trace-buffer-reuse victim holds reads past the table. ttsim gives
-    that row zeros; the in-range rows are untouched."""
+    garbage id such as a trace-buffer-reuse victim holds reads past the table, row ``id``
+    (unsigned) of it wherever that lies: here never-written memory, so the chip's seeded junk at
+    that address; the in-range rows are untouched."""
     tbl = ttsim.from_torch(torch.arange(8, dtype=torch.float32).reshape(4, 2) + 1, dtype=ttsim.bfloat16,
                            layout=ttsim.ROW_MAJOR_LAYOUT, device=device)
     raw = torch.tensor([[1, bad, 3, 0]], dtype=torch.int64)
     ids = rm(((raw & 0xFFFFFFFF) - ((raw & 0x80000000) << 1)).to(torch.int32), device, ttsim.uint32)
-    out = ttsim.to_torch(ttsim.embedding(ids, tbl)).float().reshape(4, 2).tolist()
-    assert out == [[3.0, 4.0], [0.0, 0.0], [7.0, 8.0], [1.0, 2.0]]
+    out = ttsim.to_torch(ttsim.embedding(ids, tbl)).reshape(4, 2)
+    junk = junk_bytes(device.chips[0].dram.junk_key, tbl.buffer_address() + bad * 4, 4)
+    want = numerics.to_bfloat16(torch.from_numpy(junk.copy()).view(torch.bfloat16))  # NaNs stored canonical
+    assert out[1].view(torch.int16).tolist() == want.view(torch.int16).tolist()
+    assert out[[0, 2, 3]].float().tolist() == [[3.0, 4.0], [7.0, 8.0], [1.0, 2.0]]
 
 
 # -- ops that only move values work on bf16 as stored (run_op's moves_values) -------------------

@@ -24,6 +24,8 @@ import ttsim
 from ttsim import device as ttsim_device
 from ttsim import numerics
 from ttsim.ops import embedding as embedding_mod
+from ttsim.memory import DRAM_SIZE
+from ttsim.seed import junk_bytes
 from ttsim.types import DataType, Layout
 
 RM, TILE = ttsim.ROW_MAJOR_LAYOUT, ttsim.TILE_LAYOUT
@@ -332,7 +334,19 @@ def _embed(dev, ids: list[int], layout, vocab=40, hidden=33):
     out = ttsim.embedding(i, w, layout=layout)
     got = ttsim.to_torch(out).view(torch.int16)
     data = out._buffers[0].data
-    return got.tolist(), numerics.encode(data, out._dtype, out._layout).tobytes(), table
+    return got.tolist(), numerics.encode(data, out._dtype, out._layout).tobytes(), table, (w, i)
+
+
+def _embed_fresh(ids: list[int], layout):
+    """:func:`_embed` on a device of its own (an id past the table reads the memory after it, so
+    two calls compare only from the same memory), or the failure's text."""
+    dev = _open()
+    try:
+        return _embed(dev, ids, layout)[:2]
+    except ttsim.TTFatal as e:
+        return str(e)
+    finally:
+        ttsim.close_mesh_device(dev)
 
 
 IDS = {
@@ -349,30 +363,43 @@ IDS = {
 @pytest.mark.parametrize("layout", [RM, TILE], ids=["rm", "tile"])
 @pytest.mark.parametrize("case", sorted(IDS))
 def test_embedding_small_check_is_the_aminmax_check(monkeypatch, case, layout):
-    dev = _open()
-    try:
-        fast = _embed(dev, IDS[case], layout)
-        monkeypatch.setattr(embedding_mod, "SMALL_IDS", -1)  # every check through aminmax
-        slow = _embed(dev, IDS[case], layout)
-    finally:
-        ttsim.close_mesh_device(dev)
-    assert fast[:2] == slow[:2]
+    fast = _embed_fresh(IDS[case], layout)
+    monkeypatch.setattr(embedding_mod, "SMALL_IDS", -1)  # every check through aminmax
+    slow = _embed_fresh(IDS[case], layout)
+    assert fast == slow
 
 
 @pytest.mark.parametrize("case", sorted(IDS))
-def test_embedding_rows_and_zero_rows_by_hand(case):
+def test_embedding_rows_by_hand(case):
     """Independent of the other path: an id in [0, vocab) gives its table row (bf16, NaN
-    canonical), any other id a zero row."""
+    canonical); any other id (unsigned) reads as a card's reader does the 66 bytes at row ``id`` of
+    the table's buffer, the address wrapped into the chip's 32 GB (a bank address is a uint32).
+    Id 40, one past: the table buffer's 48 bytes of alignment padding (never-written junk), then the
+    ids buffer allocated after it (and its own padding); ids at 2**31 and up: junk gigabytes away."""
     dev = _open()
     try:
-        got, _, table = _embed(dev, IDS[case], RM)
+        got, _, table, (w, ids) = _embed(dev, IDS[case], RM)
+        base, chip = w.buffer_address(), dev.chips[0]
+        assert ids.buffer_address() == base + 2688  # 2640 B of table, aligned to 64
+        id_bytes = torch.tensor([IDS[case]], dtype=torch.int32).numpy().tobytes()[:18]
+        one_past = (bytes(junk_bytes(chip.dram.junk_key, base + 2640, 48)) + id_bytes
+                    + bytes(junk_bytes(chip.dram.junk_key, base + 2688 + len(id_bytes), 18 - len(id_bytes))))
+        far = {}
+        for i in IDS[case]:
+            if i < 0:  # a uint32 id >= 2**31
+                address = (base + (i & 0xFFFFFFFF) * 66) % DRAM_SIZE
+                assert all(b.address >= address + 66 or b.address + b.nbytes <= address for b in chip.live.values())
+                far[i] = bytes(junk_bytes(chip.dram.junk_key, address, 66))
     finally:
         ttsim.close_mesh_device(dev)
     want = []
     for i in IDS[case]:
-        row = table[i] if 0 <= i < 40 else torch.zeros(33)
-        bits = numerics.to_bfloat16(row).view(torch.int16).tolist()
-        want.append(bits)
+        if 0 <= i < 40:
+            row = table[i]
+        else:
+            assert i == 40 or i in far
+            row = torch.frombuffer(bytearray(one_past if i == 40 else far[i]), dtype=torch.bfloat16).float()
+        want.append(numerics.to_bfloat16(row).view(torch.int16).tolist())
     assert got == [want]
 
 
@@ -529,19 +556,19 @@ def test_plus_one_in_a_replayed_trace_writes_in_place_every_replay():
 @pytest.mark.parametrize("ids_dtype", [ttsim.uint32, ttsim.bfloat16])
 def test_embedding_of_every_accepted_rank_gathers_the_rows(ids_shape, table_shape, ids_dtype):
     """Ids and tables already 2-D are used as stored, the others reshaped: every accepted rank
-    gives the same rows (out-of-vocabulary ids zero, bf16 ids truncated to ints)."""
+    gives the same rows (bf16 ids truncated to ints; ids past the vocabulary: test_embedding_rows_by_hand)."""
     dev = _open()
     try:
         table = (torch.arange(40 * 33, dtype=torch.float32).reshape(40, 33) - 600) / 3
         w = ttsim.from_torch(table.reshape(table_shape), dtype=ttsim.bfloat16, layout=RM, device=dev)
-        flat = [3, 39, 40, 0]
+        flat = [3, 39, 38, 0]
         ids = torch.tensor(flat, dtype=torch.int32).reshape(ids_shape)
         i = ttsim.from_torch(ids if ids_dtype == ttsim.uint32 else ids.to(torch.float32), dtype=ids_dtype, layout=RM,
                              device=dev)
         got = ttsim.to_torch(ttsim.embedding(i, w)).to(torch.float32)
         batch = ids_shape[0] if len(ids_shape) > 1 else 1
-        want = torch.stack([numerics.to_bfloat16(table[v]).to(torch.float32) if v < 40 else torch.zeros(33)
-                            for v in flat]).reshape(batch, 4 // batch, 33)
+        want = torch.stack([numerics.to_bfloat16(table[v]).to(torch.float32) for v in flat]).reshape(
+            batch, 4 // batch, 33)
         assert got.shape == want.shape and torch.equal(got, want)
     finally:
         ttsim.close_mesh_device(dev)

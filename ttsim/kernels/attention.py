@@ -54,10 +54,13 @@ Arguments: the shape rules the device layer also enforces (GQA heads, masks, sin
 tables, positions...) are written once in :mod:`.attention_rules` and raise its
 ``AttentionArgError`` (a ``ValueError``); non-float inputs raise ``TypeError``.
 
-Bounds: a position whose page index is beyond the page table, or whose block id is not
-a block of the cache, raises ``IndexError`` naming the batch row and position (a real card
-would read or write out of range; the fake refuses). Cache writes validate every row
-before writing anything, so a refused call leaves the cache untouched.
+Bounds: chunked prefill and ``paged_fill_cache`` take their positions from the host; a
+position whose page index is beyond the page table, or whose block id is not a block of the
+cache, raises ``IndexError`` naming the batch row and position, before anything is written.
+:func:`paged_update_cache` and :func:`paged_sdpa_decode` take device-resident positions and, given
+the device layer's ``memory`` (:mod:`.card_index`), consume them as a card does: unsigned,
+skipped only at exactly -1, an index past the row read from the table's memory. Without
+``memory`` they refuse such a position as the other kernels do.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ from typing import Optional, Sequence, Union
 import torch
 
 from . import attention_rules as R
+from .card_index import U32, DeviceHang, PagedMemory, StrayIndex, owners, unsigned
 
 __all__ = [
     "SKIP_POSITION",
@@ -445,10 +449,14 @@ def _as_int_list(name: str, t: IntSeq) -> list:
     return [int(x) for x in t]
 
 
-def _page_table_rows(page_table: torch.Tensor, batch: Optional[int] = None) -> list:
+def _page_table_rows_check(page_table: torch.Tensor, batch: Optional[int] = None) -> None:
     R.page_table("page_table", getattr(page_table, "shape", ()), batch)
     if page_table.is_floating_point():
         raise TypeError(f"page_table must be an integer tensor, got {page_table.dtype}")
+
+
+def _page_table_rows(page_table: torch.Tensor, batch: Optional[int] = None) -> list:
+    _page_table_rows_check(page_table, batch)
     return page_table.tolist()
 
 
@@ -545,6 +553,51 @@ def chunked_sdpa_paged(
               q_chunk_size=q_chunk_size, k_chunk_size=k_chunk_size, window=window, sink=sink)
 
 
+def _flat_table(page_table: torch.Tensor) -> list:
+    """The page table's entries in buffer order (row-major), unsigned as the card reads them."""
+    return (page_table.reshape(-1).to(torch.int64) & U32).tolist()
+
+
+def _decode_span(memory: PagedMemory, flat: list, width: int, nb: int, r: int, p: int, bs: int):
+    """Row ``r``'s block ids for positions ``0 .. p`` as a card's decode reader takes them: page
+    ``j`` is table entry ``r * width + j`` whether or not it is still row ``r``'s.
+
+    The watchdog stand-in: a span reaching past the END of the page table's buffer is a hang.
+    Every position a live request can have lies in its own row's pages, so a position that far
+    is garbage, and a garbage 32-bit position is 10^5 to 10^8 K chunks (1206993233 at block size
+    32: 37.7 million), each through a block id read from memory that is no page table: a card does
+    not come back from that within any watchdog (the issue's "in effect a hang"), and computing it
+    would only make ttsim spin. Spans that walk into the following rows' pages are computed, with
+    those rows' K/V."""
+    u = unsigned(p)
+    page = u // bs
+    start, last = r * width, r * width + page
+    if last >= len(flat):
+        why = (f"spans {page + 1} pages from page-table index {start}; the table's buffer holds "
+               f"{len(flat)} entries: the reader walks past it")
+        memory.note(StrayIndex(r, p, page, last, None, (), "hang", why))
+        raise DeviceHang(f"batch row {r}: position {p} {why}")
+    blocks = flat[start:last + 1]
+    if page >= width or any(b >= nb for b in blocks):
+        memory.note(StrayIndex(r, p, page, last, blocks[-1], owners(flat, width, blocks[-1]), "read",
+                               f"{max(0, page + 1 - width)} pages past the row"))
+    return blocks
+
+
+def _outside_blocks(memory: PagedMemory, blocks: list, nb: int) -> dict:
+    """K and V of the blocks outside the cache a decode row reads, fetched in row order."""
+    return {b: (memory.read_block(0, b), memory.read_block(1, b)) for b in dict.fromkeys(blocks) if b >= nb}
+
+
+def _gather_any(cache: torch.Tensor, blocks: list, length: int, outside: dict, which: int) -> torch.Tensor:
+    """:func:`_gather`, with blocks outside the cache taken from ``outside`` (see _outside_blocks)."""
+    if not outside:
+        return _gather(cache, blocks, length)
+    nkv, d = cache.shape[1], cache.shape[3]
+    sel = torch.stack([outside[b][which].to(cache.dtype) if b in outside else cache[b] for b in blocks])
+    return sel.permute(1, 0, 2, 3).reshape(nkv, len(blocks) * cache.shape[2], d)[:, :length]
+
+
 def paged_sdpa_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -559,6 +612,7 @@ def paged_sdpa_decode(
     window: Optional[int] = None,
     sink: Optional[torch.Tensor] = None,
     attn_mask: Optional[torch.Tensor] = None,
+    memory: Optional[PagedMemory] = None,
 ) -> torch.Tensor:
     """Paged decode attention: one query token per batch row.
 
@@ -571,7 +625,9 @@ def paged_sdpa_decode(
     logits joining the softmax denominator. Results are written into ``out``
     (``[1, b, nqh, dv]``, any float dtype: values are cast to it) and ``out`` is
     returned; if ``out`` is None a float32 zero tensor is allocated (skipped rows are then
-    0). Any other negative or out-of-range position raises IndexError naming the row.
+    0). Any other position: with ``memory`` as a card takes it (:func:`_decode_span`; a span
+    past the table's buffer raises :class:`DeviceHang`), without it a negative or out-of-range
+    position raises IndexError naming the row.
     """
     _positive_int("k_chunk_size", k_chunk_size)
     R.window(window)
@@ -580,35 +636,47 @@ def paged_sdpa_decode(
     nb, nkv, bs, _ = k_cache.shape
     dv = v_cache.shape[3]
     # non-causal decode reads every row; causal rows at -1 need no page table row
-    rows = _page_table_rows(page_table, b if cur_pos is None else None)
+    causal_card = memory is not None and cur_pos is not None  # rows resolved from the flat table
+    if causal_card:
+        _page_table_rows_check(page_table)
+    else:
+        rows = _page_table_rows(page_table, b if cur_pos is None else None)
     if out is None:
         out = torch.zeros((1, b, nqh, dv), dtype=_F32)
     elif tuple(out.shape) != (1, b, nqh, dv):
         raise ValueError(f"out must be [1, {b}, {nqh}, {dv}], got {tuple(out.shape)}")
-    # Validate every active row before computing anything: (row, blocks, first key, length)
+    # Resolve every active row before computing anything: (row, blocks, first key, length, outside)
     plan = []
     if cur_pos is None:
         length = page_table.shape[1] * bs
         R.decode_mask(None if attn_mask is None else attn_mask.shape, b, nqh, length)
         for r in range(b):
-            plan.append((r, _pages_for(rows[r], r, length, bs, nb), 0, length))
+            plan.append((r, _pages_for(rows[r], r, length, bs, nb), 0, length, {}))
     else:
         pos = _as_int_list("cur_pos", cur_pos)
         R.positions("cur_pos", (len(pos),), b)
+        flat = _flat_table(page_table) if causal_card else None
+        width = page_table.shape[1]
         for r, p in enumerate(pos):
-            if p == SKIP_POSITION:
+            if unsigned(p) == U32:  # the only position a card skips
                 continue
-            if r >= len(rows):
-                raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
-            _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
-            first = 0 if window is None else max(0, p + 1 - window)
-            plan.append((r, _pages_for(rows[r], r, p + 1, bs, nb), first, p + 1))
+            if memory is None:
+                if r >= len(rows):
+                    raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+                _block_of(rows[r], r, p, bs, nb)  # the last position must be addressable
+                blocks, outside, length = _pages_for(rows[r], r, p + 1, bs, nb), {}, p + 1
+            else:
+                blocks = _decode_span(memory, flat, width, nb, r, p, bs)
+                length = unsigned(p) + 1
+                outside = _outside_blocks(memory, blocks, nb)
+            first = 0 if window is None else max(0, length - window)
+            plan.append((r, blocks, first, length, outside))
     fn = sdpa_streaming if streaming else sdpa_legacy
 
     def one_row(item) -> None:
-        r, blocks, first, length = item
-        k = _gather(k_cache, blocks, length)[:, first:].unsqueeze(0)  # [1, nkv, L, d]
-        v = _gather(v_cache, blocks, length)[:, first:].unsqueeze(0)
+        r, blocks, first, length, outside = item
+        k = _gather_any(k_cache, blocks, length, outside, 0)[:, first:].unsqueeze(0)  # [1, nkv, L, d]
+        v = _gather_any(v_cache, blocks, length, outside, 1)[:, first:].unsqueeze(0)
         qr = q[0, r].reshape(1, nqh, 1, d)
         mask = None if cur_pos is not None else attn_mask[r, 0].reshape(1, nqh, 1, length)
         o = fn(qr, k, v, scale=scale, is_causal=False, attn_mask=mask, q_chunk_size=1, k_chunk_size=k_chunk_size,
@@ -624,14 +692,22 @@ def paged_update_cache(
     x: torch.Tensor,
     update_idxs: IntSeq,
     page_table: torch.Tensor,
+    *,
+    memory: Optional[PagedMemory] = None,
 ) -> torch.Tensor:
     """Write one new token per batch row into a paged cache, in place.
 
     ``x [1, b, nkv, d]``: ``x[0, r]`` goes to virtual position ``update_idxs[r]`` of row
     ``r`` (block ``page_table[r, pos // block_size]``, offset ``pos % block_size``), cast
-    to the cache dtype. Rows with index -1 are skipped. All rows are validated first
-    (IndexError naming row and position); rows are then written in row order, so if two
-    rows address the same slot the later row wins. Returns ``cache``.
+    to the cache dtype. Rows with index -1 are skipped; rows are written in row order, so if
+    two rows address the same slot the later row wins. Returns ``cache``.
+
+    With ``memory`` (the device layer) every other index is consumed as a card's reader does:
+    the position unsigned, page ``pos // block_size`` read at flat index ``row * max_pages +
+    page`` of the table's buffer (the following rows' entries, then whatever memory holds), the
+    token written into the block found there, inside the cache or not (``memory.write_row``).
+    Each such row is noted. Without ``memory`` all rows are validated first (IndexError naming
+    row and position).
     """
     _check_cache_write(cache, x)
     R.update_input("x", x.shape, cache.shape)
@@ -639,16 +715,33 @@ def paged_update_cache(
     b = x.shape[1]
     idxs = _as_int_list("update_idxs", update_idxs)
     R.positions("update_idxs", (len(idxs),), b)
-    rows = _page_table_rows(page_table)
-    plan = []
+    if memory is None:
+        rows = _page_table_rows(page_table)
+        plan = []
+        for r, p in enumerate(idxs):
+            if p == SKIP_POSITION:
+                continue
+            if r >= len(rows):
+                raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
+            plan.append((r, _block_of(rows[r], r, p, bs, nb), p % bs))
+        for r, blk, off in plan:
+            cache[blk, :, off, :].copy_(x[0, r])
+        return cache
+    _page_table_rows_check(page_table)
+    flat, width = _flat_table(page_table), page_table.shape[1]
     for r, p in enumerate(idxs):
-        if p == SKIP_POSITION:
+        u = unsigned(p)
+        if u == U32:  # the only index a card skips
             continue
-        if r >= len(rows):
-            raise ValueError(f"page_table has {len(rows)} rows, batch row {r} is active")
-        plan.append((r, _block_of(rows[r], r, p, bs, nb), p % bs))
-    for r, blk, off in plan:
-        cache[blk, :, off, :].copy_(x[0, r])
+        page, off = divmod(u, bs)
+        index = r * width + page
+        blk = flat[index] if index < len(flat) else memory.entry(index)
+        if blk < nb:
+            cache[blk, :, off, :].copy_(x[0, r])
+        else:
+            memory.write_row(blk, off, x[0, r])
+        if page >= width or blk >= nb:
+            memory.note(StrayIndex(r, p, page, index, blk, owners(flat, width, blk), "write"))
     return cache
 
 

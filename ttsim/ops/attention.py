@@ -22,6 +22,8 @@ import torch
 from ..kernels import attention as K
 from ..kernels import attention_rules as R
 from ..kernels import gdn as G
+from ..kernels.card_index import U32, DeviceHang
+from ..stray import DeviceTimeout, PagedView
 from ..tensor import Tensor, _describe
 from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
 from .unmodelled import refuse_unmodelled
@@ -138,11 +140,14 @@ def _sink_logits(sink: torch.Tensor, decode: bool, scale: float | None, d: int) 
 
 
 def _kernel_call(op: str, fn, *args, **kwargs):
-    """Kernel value errors surface as TTFatal naming the op (raised when the command runs)."""
+    """Kernel value errors surface as TTFatal naming the op (raised when the command runs); a
+    kernel that would hang a card ends as tt-metal's device timeout, naming op, row and position."""
     try:
         return fn(*args, **kwargs)
     except (ValueError, IndexError, TypeError) as exc:
         raise TTFatal(f"{op}: {exc}") from None
+    except DeviceHang as exc:
+        raise DeviceTimeout(op, str(exc)) from None
 
 
 def scaled_dot_product_attention(
@@ -286,8 +291,10 @@ def paged_scaled_dot_product_attention_decode(
     spec_multi_pos_tiles: int = 0,
 ) -> Tensor:
     """Decode: q ``[1, b, nqh, d]``; causal row r attends 0..cur_pos[r] (the last
-    ``sliding_window_size`` of them with a window); rows at -1 are skipped (their output
-    rows keep whatever the output buffer held). Non-causal: every row attends all of its
+    ``sliding_window_size`` of them with a window); rows at exactly -1 are skipped (their output
+    rows keep whatever the output buffer held); any other position is taken as a card takes it
+    (kernels.attention._decode_span: pages past the row are the next rows'; a span past the page
+    table is the hang, tt-metal's device timeout). Non-causal: every row attends all of its
     page table's positions plus ``attn_mask [b, 1, nqh, max_pages * block_size]``."""
     op = "paged_scaled_dot_product_attention_decode"
     _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, decode=True,
@@ -373,10 +380,18 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
     fixed_pos = torch.tensor(cur_pos or [], dtype=torch.int64)
     causal_from_tensor = is_causal and cur_pos_tensor is not None
 
+    device = q._device
+    table_bufs = table_inputs[0]._buffers if n_table else None
+
     def math(qq, kk, vv, *rest):
         rest = list(rest)
         previous = rest.pop()
+        chip = rest.pop()
         pt = rest.pop(0) if n_table else fixed_table
+        # a device page table is read as a card reads it (past a row, from its memory); the
+        # contiguous-cache op's table is ttsim's own view, with nothing past it
+        memory = (PagedView(op, device, chip, table_bufs[chip], [k._buffers[chip], v._buffers[chip]])
+                  if n_table else None)
         if is_causal:
             pos = rest.pop(0) if causal_from_tensor else fixed_pos
             mask = None
@@ -384,13 +399,13 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
             pos, mask = None, rest.pop(0)
         logits = _sink_logits(rest.pop(0), True, scale, d) if sink is not None else None
         return _kernel_call(op, K.paged_sdpa_decode, qq, kk, vv, _ids(pt), pos, scale=scale, k_chunk_size=kc,
-                            out=previous.clone(), window=window, sink=logits, attn_mask=mask)
+                            out=previous.clone(), window=window, sink=logits, attn_mask=mask, memory=memory)
 
     # tt-metal's decode hashes its scale, program config, causality and window into the program
     # (chunk sizes change as a test's positions grow), not the cur_pos values
     key = (scale, repr(program_config), is_causal, window)
     return run_op(op, inputs, (1, b, nqh, dv), q._dtype, Layout.TILE, math, memory_config=memory_config,
-                  reads_output=True, program_key=key)
+                  chip_args=lambda i: (i,), reads_output=True, program_key=key)
 
 
 def paged_update_cache(
@@ -409,7 +424,9 @@ def paged_update_cache(
     cache_position_modulo: int | None = None,
 ) -> Tensor:
     """Write one token per batch row (``input_tensor [1, b, nkv, d]``) at ``update_idxs_tensor``
-    positions through ``page_table``; rows at -1 are skipped. In place; returns the cache."""
+    positions through ``page_table``; rows at exactly -1 are skipped, every other position is
+    consumed as a card does (kernels/card_index.py, ttsim/stray.py; each stray access is recorded
+    in ``ttsim.diagnostics``). In place; returns the cache."""
     op = "paged_update_cache"
     require_device_tensor(op, "cache_tensor", cache_tensor)
     require_device_tensor(op, "input_tensor", input_tensor)
@@ -445,11 +462,15 @@ def paged_update_cache(
     require_same_device(op, {"cache_tensor": cache_tensor, "input_tensor": input_tensor, "page_table": page_table})
     fixed = torch.tensor(list(update_idxs), dtype=torch.int64)
 
+    device = cache_tensor._device
+
     def update(cache, x, pt, *rest):
+        chip = rest[-1]
         idxs = (rest[0] if len(rest) == 2 else fixed).to(torch.int64)
-        if modulo is not None:  # a circular cache of ``modulo`` tokens; -1 still means skip
-            idxs = torch.where(idxs >= 0, idxs % modulo, idxs)
-        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, _ids(pt))
+        if modulo is not None:  # a circular cache of ``modulo`` tokens: the card checks -1 first, then
+            idxs = torch.where(idxs == -1, idxs, (idxs & U32) % modulo)  # wraps the uint32 index
+        memory = PagedView(op, device, chip, page_table._buffers[chip], [cache_tensor._buffers[chip]])
+        _kernel_call(op, K.paged_update_cache, cache, x[:, :, :nkv], idxs, _ids(pt), memory=memory)
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor

@@ -6,8 +6,12 @@ import enum
 
 import torch
 
+from .. import numerics
+from ..diagnostics import Entry
+from ..kernels.card_index import unsigned
+from ..stray import read_bytes
 from ..tensor import Tensor, _describe
-from ..types import DataType, Layout, MemoryConfig, TTFatal
+from ..types import ELEMENT_SIZE, DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, require_layout, require_same_device, run_op
 
 
@@ -42,8 +46,9 @@ def embedding(
     Output ``[batch, seq, hidden]`` in ``layout`` (default: the weight's layout, ROW_MAJOR),
     dtype ``dtype`` (default: the weight's). ``padding_idx`` (PADDED embeddings) gives zero
     rows for that token; BINARY embeddings (vocab of 2) are plain lookups here too. A token
-    id outside ``[0, vocab)`` raises when the device reaches the command (a card would read
-    whatever memory lies past the table).
+    id outside ``[0, vocab)`` is read as a card reads it: unsigned, unchecked, the row at that
+    index past the table (whatever the chip's memory holds there: ttsim/stray.py), recorded in
+    ``ttsim.diagnostics``.
     """
     op = "embedding"
     ids = require_device_tensor(op, "input_tensor", input_tensor)
@@ -75,7 +80,9 @@ def embedding(
     n_ids = batch * seq
     ids_2d, table_2d = len(ishape) == 2, len(wshape) == 2  # stored as [batch, seq] / [vocab, hidden] already
 
-    def math(tok, table):
+    device = w._device
+
+    def math(tok, table, chip):
         # UINT32 ids are int32 bit patterns: a negative one is >= 2**31, outside any vocab, so
         # the range check and the lookup can use the stored ints as they are
         idx = tok if ids_2d else tok.reshape(batch, seq)
@@ -91,11 +98,10 @@ def embedding(
             lo, hi = torch.aminmax(idx)
             in_vocab = int(lo) >= 0 and int(hi) < vocab
         if not in_vocab:
-            # a card does not check device-resident ids: the kernel reads past the table.
-            # ttsim gives such a row zeros (what lies past the table is not modelled)
+            # a card does not check device-resident ids: the kernel reads past the table
             bad = (idx < 0) | (idx >= vocab)
             out = torch.embedding(table, torch.where(bad, 0, idx).to(torch.int64))
-            out = torch.where(bad.unsqueeze(-1), torch.zeros((), dtype=out.dtype), out)
+            _read_past_table(op, device, w._buffers[chip], idx, bad, vocab, hidden, out)
         else:
             out = torch.embedding(table, idx)  # [batch, seq, hidden]
         if pad is not None:
@@ -103,4 +109,21 @@ def embedding(
         return out
 
     return run_op(op, [ids, w], (batch, seq, hidden), out_dtype, out_layout, math, memory_config=memory_config,
-                  moves_values=True)
+                  chip_args=lambda i: (i,), moves_values=True)
+
+
+def _read_past_table(op: str, device, buf, idx: torch.Tensor, bad: torch.Tensor, vocab: int, hidden: int,
+                     out: torch.Tensor) -> None:
+    """Fill the rows of ``out`` whose id is outside the vocab with what a card's reader gets:
+    the ``hidden`` values at row ``id`` (unsigned) of the table's buffer, wherever that lies."""
+    width = hidden * ELEMENT_SIZE[buf.dtype]
+    flat_ids = idx.reshape(-1).tolist()
+    flat_out = out.reshape(-1, hidden)
+    for n in torch.nonzero(bad.reshape(-1)).reshape(-1).tolist():
+        u = unsigned(flat_ids[n])
+        raw = read_bytes(buf.chip, buf.buffer_type, buf.address + u * width, width)
+        # NaNs canonical, as every bf16 value ttsim stores (run_op's canon mark relies on it)
+        row = numerics.decode(raw, buf.dtype, Layout.ROW_MAJOR, (hidden,))
+        flat_out[n] = numerics.to_bfloat16(row) if row.dtype == torch.bfloat16 else row.to(flat_out.dtype)
+        device._diagnostics.append(Entry(op, buf.chip.id, n, flat_ids[n], None, None, u, (), "read",
+                                         f"row {u} of a {vocab}-row table"))
