@@ -214,17 +214,24 @@ def test_untraced_decode_with_upstreams_four_inputs_reads_the_prepared_slots(ttn
 
 @pytest.mark.parametrize("mesh_device", [1], indirect=True, ids=["tp1"])
 def test_each_prepared_decode_rebinds_its_own_slots(ttnn, mesh_device):
-    """A later prepare_inputs_decode (another width) replaces an earlier binding, trace inputs included."""
-    tt = TtModelAdapter(MarkovModel(ttnn, mesh_device, max_slots=4), ttnn, mesh_device)
-    two = tt.prepare_inputs_decode(torch.tensor([[1], [2]]), torch.tensor([0, 1]),
-                                   torch.zeros(2, tt.model_args.max_pages, dtype=torch.int32))
-    tt.bind_decode_trace_inputs(two)
-    four = tt.prepare_inputs_decode(torch.tensor([[1], [2], [3], [4]]), torch.tensor([0, 1, 2, 3]),
-                                    torch.zeros(4, tt.model_args.max_pages, dtype=torch.int32))
-    out = tt.process_output_decode(tt.ttnn_decode_forward(*four[:4]).cpu(), 4)
-    assert out.shape == (4, 1, MARKOV.vocab_size)
-    assert [int(r.argmax()) for r in out[:, 0]] == [greedy_reference([0] * p + [t], 1)[0]
-                                                   for t, p in ((1, 0), (2, 1), (3, 2), (4, 3))]
+    """A later prepare_inputs_decode (another width) replaces an earlier binding, trace inputs
+    included: two identical hybrids (whose state is read by slot), one given its slots, one
+    decoding with upstream's four inputs after an earlier 2-row binding, give the same logits."""
+    given, bound = (TtModelAdapter(build(ttnn, mesh_device, TINY, max_slots=4), ttnn, mesh_device) for _ in "ab")
+    for tt in (given, bound):
+        p = prompt(20)
+        tt.ttnn_prefill_forward(p, user_id=2, page_table=pages(TINY, 2), chunk_start_idx=0)
+    table = torch.stack([pages(TINY, s) for s in range(4)])
+    bound.bind_decode_trace_inputs(bound.prepare_inputs_decode(torch.tensor([[1], [2]]), torch.tensor([0, 1]),
+                                                                table[:2]))
+    args = (torch.tensor([[0], [0], [7], [0]]), torch.tensor([-1, -1, 20, -1]), table)
+    want_inputs = given.prepare_inputs_decode(*args)
+    want = given.process_output_decode(
+        given.ttnn_decode_forward(*want_inputs[:4], slots=want_inputs[SLOTS_INPUT_IDX]).cpu(), 4)
+    four = bound.prepare_inputs_decode(*args)
+    got = bound.process_output_decode(bound.ttnn_decode_forward(*four[:4]).cpu(), 4)
+    assert _read_ints(ttnn, four[SLOTS_INPUT_IDX]) == [-1, -1, 2, -1]
+    assert torch.equal(got[2], want[2])
 
 
 def test_pages_wide_slices_or_zero_pads_to_max_pages():
@@ -264,7 +271,7 @@ def test_on_device_logits_keeps_logits_on_device_and_advances_positions(ttnn, me
 
 
 @pytest.mark.parametrize("mesh_device", [1, 2], indirect=True, ids=["tp1", "tp2"])
-def test_greedy_sampling_traces_replay_the_models_answer(ttnn, mesh_device):
+def test_greedy_sampling_traces_replay_the_models_answer(ttnn, mesh_device, monkeypatch):
     """Upstream's traced decode with on-device sampling: a decode trace (on_device_logits) and the
     sampling module's own trace writing the argmax into the decode's token input; replaying both
     steps the model on the device alone and gives its greedy answer."""
@@ -284,6 +291,9 @@ def test_greedy_sampling_traces_replay_the_models_answer(ttnn, mesh_device):
     # the precompile wrote a token into the input: restage the host's, as upstream's first decode reloads
     copy_host_to_device(tt.prepare_decode_inputs_host(torch.tensor([[first], [0]]), torch.tensor([len(p), -1]), pt),
                         device_tensors=inputs, ttnn=ttnn)
+    replayed = []
+    real_execute = ttnn.execute_trace
+    monkeypatch.setattr(ttnn, "execute_trace", lambda dev, t, **kw: (replayed.append(t), real_execute(dev, t, **kw)))
     got = [first]
     for _ in range(6):
         ttnn.execute_trace(mesh_device, tid, cq_id=0, blocking=False)
@@ -292,6 +302,7 @@ def test_greedy_sampling_traces_replay_the_models_answer(ttnn, mesh_device):
         got.append(int(tt.process_output_decode(out.cpu(), 2, is_tokens=True)[0]))
     assert got == greedy_reference(p, 7)
     assert _read_ints(ttnn, inputs[1]) == [len(p) + 6, -1]
+    assert len(replayed) == 12 and set(replayed[1::2]) == {tt.sampling._traces[id(logits)][0]} != {tid}
     with pytest.raises(ValueError, match="not the tensor the sampling trace was captured with"):
         tt.sampling.sample(logits=logits, tt_out_tok=inputs[1], enable_trace=True)
     tt.sampling.reset_trace()
