@@ -107,7 +107,13 @@ class MarkovModel:
             ttnn.deallocate(t)
         return out
 
-    def prefill(self, tokens, *, slot: int, page_table_row: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+    #: ``prefill(rows=k)`` gives the logits of the last ``k`` tokens (tt_transformers' prefill tile)
+    PREFILL_ROWS = True
+
+    def prefill(self, tokens, *, slot: int, page_table_row: torch.Tensor, start_pos: int = 0,
+                rows: int = 1) -> torch.Tensor:
+        """The last token's logits, float32 [vocab] on host; ``rows=k``: the last ``k`` tokens'
+        logits [k, vocab] (each row is that token's own next-token logits)."""
         ttnn, c = self.ttnn, self.config
         self.reset_slot(slot)
         if start_pos % c.prefill_chunk:
@@ -115,6 +121,8 @@ class MarkovModel:
         n = len(tokens)
         if n == 0 or start_pos + n > c.max_context:
             raise ValueError(f"tokens: {n} tokens at start_pos {start_pos} do not fit max_context {c.max_context}")
+        if not 1 <= rows <= n:
+            raise ValueError(f"rows={rows} must be in 1..{n} (the tokens prefilled)")
         rm = ttnn.ROW_MAJOR_LAYOUT
         ids = ttnn.from_torch(int32_tensor(tokens).unsqueeze(0), dtype=ttnn.uint32, layout=rm,
                               device=self.mesh_device)
@@ -125,7 +133,8 @@ class MarkovModel:
                              else ttnn.get_device_tensors(logits)[0])
         for t in (ids, pos, logits):
             ttnn.deallocate(t)
-        return host.reshape(n, c.vocab_size)[-1].to(torch.float32)
+        last = host.reshape(n, c.vocab_size)[n - rows:].to(torch.float32)
+        return last[0] if rows == 1 else last
 
     def decode(self, tokens, positions, page_table, slots):
         ttnn = self.ttnn

@@ -9,20 +9,27 @@ those methods, so a generator in the shape of tt-metal's can run them:
 - ``prepare_decode_inputs_host(tokens, current_pos, page_table=None)`` -> host tensors
   ``(tokens, current_pos, rope_idxs, page_table, slots)``, ready for ``copy_host_to_device``
   (into a trace's persistent inputs, or freshly allocated: :func:`copy_host_to_device`);
-  ``prepare_inputs_decode(...)`` is the same, copied to the device.
+  ``prepare_inputs_decode(...)`` is the same, copied to the device (its ``slots`` bound).
 - ``ttnn_decode_forward(x, current_pos, rot_mat_idxs=None, page_table=None, kv_cache=None,
-  sampling_on_device=False, slots=None)``: device only and traceable. With
-  ``sampling_on_device`` the greedy token is written into ``x`` on the device (argmax, as
-  upstream's sampling writes into ``tt_out_tok=x``) and ``plus_one`` advances
-  ``current_pos`` (rows at -1 stay -1); it returns ``(tokens, None)``, the sampling
-  module's ``(tt_tokens, tt_log_probs)``. Without it, the logits ``[1, 1, B, vocab]``.
+  sampling_on_device=False, slots=None, on_device_logits=False)``: device only and
+  traceable. With ``sampling_on_device`` the greedy token is written into ``x`` on the device
+  (argmax, as upstream's sampling writes into ``tt_out_tok=x``) and ``plus_one`` advances
+  ``current_pos`` (rows at -1 stay -1); it returns ``(tokens, None)``, the sampling module's
+  ``(tt_tokens, tt_log_probs)``. With ``on_device_logits`` (upstream's keyword) positions
+  advance the same way and the logits stay on the device for ``sampling``. Without either,
+  the logits ``[1, 1, B, vocab]``.
+- ``sampling``: :class:`model.tt_sampling.GreedySampling`, the calls upstream makes on a
+  model's ``SamplingGenerator`` (precompile, capture_trace, sample, the seed manager's).
 - ``process_output_decode(tt_out, B, S=1, is_tokens=False)``: a host tensor -> torch
   (tokens ``[B]``, or logits ``[B, S, vocab]``), from chip 0's shard.
 - ``prepare_inputs_prefill(tokens, start_pos=0, page_table=None, chunk_page_table=None,
   trace_enabled=False, user_id=0)`` / ``ttnn_prefill_forward(x, rot_mats_global=None,
   rot_mats_local=None, user_id=0, page_table=None, chunk_page_table=None,
-  chunk_start_idx=None, get_last_token=-1, kv_cache=None)`` / ``process_output_prefill``.
-- ``switch_mode(mode)``, ``model_args`` (also ``args``: :class:`ModelArgs`), ``gather_slots``.
+  chunk_start_idx=None, get_last_token=-1, kv_cache=None, batch_size=1)`` -> the 32-row
+  logits tile at ``get_last_token`` / ``process_output_prefill(tile, last_token_idx)``.
+- ``switch_mode(mode)`` (ours or upstream's ``common.Mode``), ``gather_slots``, ``model_args``
+  (also ``args``: :class:`ModelArgs`, with ``get_warmup_prefill_supported_seq_lens``,
+  ``get_attn_sdpa_program_config``, ``can_enable_trace``, ``trace_prefill_supported_seq_lens``).
 
 Where ours differs from upstream, and why:
 
@@ -30,18 +37,32 @@ Where ours differs from upstream, and why:
   ``slots[r]``, -1 for an inactive row): our models keep per-slot recurrent state and read
   it by slot, where upstream's ``Transformer`` keeps none. Upstream lets a model return
   entries past the common four (Gemma4 does) and binds them with
-  ``bind_decode_trace_inputs``; that is here too, or pass ``slots=`` directly.
+  ``bind_decode_trace_inputs``; that is here too (``prepare_inputs_decode`` binds its own,
+  since upstream's untraced decode passes only the four), or pass ``slots=`` directly.
 - ``rope_idxs`` is None: both models turn positions into rotations on the device.
 - Tokens are ``[1, B]`` uint32 ROW_MAJOR, not padded to 32 and unsqueezed to 4-D, because
   that is our models' decode contract (``model.qwen36.Qwen36Model.decode``).
 - ``B`` is any bucket up to ``max_batch_size`` (upstream asserts ``B == max_batch_size``):
   the serving path here runs one trace per batch bucket, as the Tenstorrent plugin does.
+- Page tables of any width are made ``max_pages`` wide (:func:`pages_wide`): upstream's
+  decode warm-up passes the plugin's width, ``min(max_pages, num_blocks)``.
+- Sampling is greedy argmax only (``GreedySampling``: no parameters, penalties, seeds or
+  log-probs on the device): the runner serves temperature 0, as production's stage 3.
 - Prefill is not split into host preparation and a device forward inside our models:
-  they embed on the device and read the last token's logits back themselves. So
-  ``prepare_inputs_prefill`` returns the host-side values (token ids, page-table row,
-  start) in upstream's tuple slots, ``ttnn_prefill_forward`` returns host logits
-  ``[vocab]`` (float32), and ``process_output_prefill`` passes them through. Prefill is
-  never traced (``model_args.can_enable_trace`` is False).
+  they embed on the device and read logits back themselves. So ``prepare_inputs_prefill``
+  returns the host-side values (token ids, page-table row, start) in upstream's tuple slots,
+  and ``ttnn_prefill_forward`` builds upstream's output tile on the host from the model's
+  rows and uploads it (float32, so the hybrid's logits keep every bit). Upstream pads a
+  prompt to its prefill length; the model prefills only up to the end of the tile read
+  (later rows are never read). The sweep model gives every row of the tile
+  (``MarkovModel.prefill(rows=)``); the hybrid gives its last row only, and its recurrent
+  state would take the padding in, so a padded hybrid prefill is wrong (docs/upstream.md).
+  Prefill is never traced (``model_args.can_enable_trace`` is False) and never batched
+  (``disable_batched_prefill``); one call takes up to ``max_context`` tokens
+  (``max_prefill_chunk_size``), continuing only on the ``prefill_chunk`` grid (the SDPA
+  program config's ``q_chunk_size``, from which upstream floors resume offsets).
+- ``user_id`` is the state slot prefill resets and fills; upstream passes 0 whenever it has a
+  page table, which is right for the sweep model (no per-slot state) and not for the hybrid.
 - ``kv_cache`` is accepted and ignored: the models own their paged caches.
 
 The module never imports ttsim or ttnn: it is handed the ttnn-like module, as the models are.
@@ -55,6 +76,7 @@ from enum import Enum
 import torch
 
 from .host_ints import int32_bits
+from .tt_sampling import GreedySampling
 
 #: position of the page table in the decode input tuple (upstream's DECODE_PAGE_TABLE_INPUT_IDX)
 PAGE_TABLE_INPUT_IDX = 3
@@ -63,9 +85,29 @@ SLOTS_INPUT_IDX = 4
 
 
 class Mode(Enum):
-    """tt_transformers' ``common.Mode``."""
+    """tt_transformers' ``common.Mode`` (``switch_mode`` also takes upstream's own enum, by value)."""
     PREFILL = "prefill"
     DECODE = "decode"
+
+
+#: rows of one tile: upstream's prefill returns the logits of the 32-row tile holding the last token
+TILE = 32
+
+
+@dataclass(frozen=True)
+class SdpaProgramConfig:
+    """What tt-metal's generator reads of ``get_attn_sdpa_program_config``: the chunk grid."""
+    q_chunk_size: int
+
+
+def padded_prefill_lengths(cap: int) -> list[int]:
+    """tt_transformers' padded prefill lengths (128, then 1024 * 2**k) that are at most ``cap``."""
+    lengths = [128] if cap >= 128 else []
+    v = 1024
+    while v <= cap:
+        lengths.append(v)
+        v *= 2
+    return lengths
 
 
 @dataclass(frozen=True)
@@ -82,6 +124,25 @@ class ModelArgs:
     max_pages: int
     num_devices: int
     cluster_shape: tuple
+    #: the grid a continued prefill must start on (our models' ``prefill_chunk``)
+    q_chunk_size: int = TILE
+    #: our models prefill one request per call (upstream's batched prefill is switched off)
+    disable_batched_prefill: bool = True
+    #: prefill is never traced, so no length is
+    trace_prefill_supported_seq_lens: tuple = ()
+
+    @property
+    def capped_warmup_seq_len(self) -> int:
+        return min(self.max_prefill_chunk_size, self.max_seq_len)
+
+    def get_warmup_prefill_supported_seq_lens(self) -> list[int]:
+        """Upstream's default: every padded prefill length up to ``capped_warmup_seq_len``."""
+        return padded_prefill_lengths(self.capped_warmup_seq_len)
+
+    def get_attn_sdpa_program_config(self, mode, seq_len, chunk_start_idx=None, *args, **kwargs) -> SdpaProgramConfig:
+        """Our models continue a prompt only at multiples of ``q_chunk_size`` (their chunked SDPA
+        grid), which tt-metal's generator reads here to floor resume offsets."""
+        return SdpaProgramConfig(self.q_chunk_size)
 
     def can_enable_trace(self, prefill_seq_len: int, num_cached_tokens: int = 0) -> bool:
         """Prefill is never traced here (our models read their prefill logits back)."""
@@ -112,6 +173,16 @@ def copy_host_to_device(host_tensors, device_tensors=None, mesh_device=None, ttn
                 raise ValueError("copy_host_to_device: a host tensor has no device tensor to go into")
             ttnn.copy_host_to_device_tensor(h, d)
     return device_tensors
+
+
+def pages_wide(table: torch.Tensor, max_pages: int) -> torch.Tensor:
+    """A page table [B, n] made ``max_pages`` wide, as the plugin slices or zero-pads its block tables
+    to one width: columns past ``max_pages`` address positions past max_context (never read), and
+    missing columns are pages no request of this cache can have (the plugin's width is
+    ``min(max_pages, num_blocks)``, and upstream's decode warm-up passes that width)."""
+    if table.shape[1] >= max_pages:
+        return table[:, :max_pages].contiguous()
+    return torch.cat([table, torch.zeros(table.shape[0], max_pages - table.shape[1], dtype=table.dtype)], dim=1)
 
 
 def _ints(x, what: str) -> list[int]:
@@ -152,20 +223,25 @@ class TtModelAdapter:
         self.args = self.model_args = ModelArgs(
             mesh_device=mesh_device, max_batch_size=max_batch_size, max_seq_len=c.max_context,
             vocab_size=c.vocab_size, dim=getattr(c, "hidden_size", c.vocab_size),
-            n_layers=getattr(c, "num_layers", 1), max_prefill_chunk_size=c.prefill_chunk, block_size=c.block_size,
-            max_pages=max_pages, num_devices=int(mesh_device.get_num_devices()), cluster_shape=shape)
+            n_layers=getattr(c, "num_layers", 1), max_prefill_chunk_size=c.max_context, block_size=c.block_size,
+            max_pages=max_pages, num_devices=int(mesh_device.get_num_devices()), cluster_shape=shape,
+            q_chunk_size=c.prefill_chunk)
         self.vocab_size = c.vocab_size
         self.mode: Mode | None = None
         self._bound_slots = None
+        # tt-metal's generator samples through the model's ``sampling`` module
+        self.sampling = GreedySampling(model, ttnn, mesh_device, max_batch_size)
         # the logits each token buffer's decode produced: a captured trace replays into them,
         # so they stay allocated (freed, a later buffer could land there and be overwritten)
         self._decode_logits: dict[int, object] = {}
 
     # -- mode and state ---------------------------------------------------------------------
-    def switch_mode(self, mode: Mode) -> None:
-        if not isinstance(mode, Mode):
-            raise ValueError(f"switch_mode: expected a Mode, got {mode!r}")
-        self.mode = mode
+    def switch_mode(self, mode) -> None:
+        """``mode``: our :class:`Mode` or tt_transformers' own ``common.Mode`` (another Enum with the
+        same values, which upstream's generator passes); kept as ours."""
+        if not isinstance(mode, Enum) or mode.value not in {m.value for m in Mode}:
+            raise ValueError(f"switch_mode: expected a Mode (prefill or decode), got {mode!r}")
+        self.mode = Mode(mode.value)
 
     def gather_slots(self, remap) -> None:
         """The model's per-slot state gather: new slot ``i`` takes old slot ``remap[i]``."""
@@ -180,7 +256,8 @@ class TtModelAdapter:
     def prepare_decode_inputs_host(self, tokens, current_pos, page_table=None, slots=None):
         """Host tensors ``(tokens [1, B] uint32, current_pos [B] int32, rope_idxs None,
         page_table [B, max_pages] int32 or None, slots [B] int32)``. ``tokens`` [B, 1] or [B],
-        ``current_pos`` [B] (-1: an inactive row), ``page_table`` [B, max_pages]; ``slots`` [B]
+        ``current_pos`` [B] (-1: an inactive row), ``page_table`` [B, any width] (made
+        ``max_pages`` wide: :func:`pages_wide`); ``slots`` [B]
         (default: row ``r`` reads slot ``r``, -1 where the row is inactive)."""
         ttnn, a = self.ttnn, self.args
         toks = _ints(tokens, "prepare_decode_inputs_host: tokens")
@@ -201,17 +278,21 @@ class TtModelAdapter:
         tt_pt = None
         if page_table is not None:
             pt = page_table if isinstance(page_table, torch.Tensor) else torch.tensor(page_table)
-            if pt.dim() != 2 or pt.shape[0] != b or pt.shape[1] != a.max_pages or pt.is_floating_point():
-                raise ValueError(f"prepare_decode_inputs_host: page_table must be int [{b}, {a.max_pages}], got "
+            if pt.dim() != 2 or pt.shape[0] != b or pt.shape[1] < 1 or pt.is_floating_point():
+                raise ValueError(f"prepare_decode_inputs_host: page_table must be int [{b}, pages], got "
                                  f"{pt.dtype} {list(pt.shape)}")
-            tt_pt = self._host(pt.to(torch.int32).contiguous(), ttnn.int32)
+            tt_pt = self._host(pages_wide(pt.to(torch.int32), a.max_pages), ttnn.int32)
         tt_slots = self._host(torch.tensor(slot_ids, dtype=torch.int32), ttnn.int32)
         return tt_tokens, tt_pos, None, tt_pt, tt_slots
 
     def prepare_inputs_decode(self, *inputs, **kw):
-        """:meth:`prepare_decode_inputs_host`, copied to new device tensors."""
-        return copy_host_to_device(self.prepare_decode_inputs_host(*inputs, **kw), mesh_device=self.mesh_device,
-                                   ttnn=self.ttnn)
+        """:meth:`prepare_decode_inputs_host`, copied to new device tensors. Their ``slots`` are bound
+        (:meth:`bind_decode_trace_inputs`): tt-metal's untraced decode passes only the common four
+        inputs to :meth:`ttnn_decode_forward`."""
+        device = copy_host_to_device(self.prepare_decode_inputs_host(*inputs, **kw), mesh_device=self.mesh_device,
+                                     ttnn=self.ttnn)
+        self.bind_decode_trace_inputs(device)
+        return device
 
     def bind_decode_trace_inputs(self, device_inputs) -> None:
         """Remember the device ``slots`` input (entry 4) for :meth:`ttnn_decode_forward` calls that
@@ -221,17 +302,18 @@ class TtModelAdapter:
         self._bound_slots = device_inputs[SLOTS_INPUT_IDX]
 
     def ttnn_decode_forward(self, x, current_pos, rot_mat_idxs=None, page_table=None, kv_cache=None,
-                            sampling_on_device=False, capture_sampling_trace=False, slots=None, **kwargs):
+                            sampling_on_device=False, capture_sampling_trace=False, slots=None,
+                            on_device_logits=False, **kwargs):
         """One decode step on device tensors (traceable: device ops only).
 
         ``x`` tokens [1, B] uint32, ``current_pos`` [B] int32, ``page_table`` [B, max_pages],
         ``slots`` [B] int32 (default: the bound one). With ``sampling_on_device``: the argmax
         token is written into ``x``, ``current_pos`` advanced by ``plus_one`` (negative entries
         skipped), and ``(x, None)`` returned; otherwise the logits [1, 1, B, vocab].
-        ``on_device_logits=`` (the keyword tt-metal's generator at 50868c00 passes) means the same
-        as ``sampling_on_device``."""
+        ``on_device_logits`` (tt-metal's generator @ 50868c00 passes it when it samples on the
+        device): ``current_pos`` advanced as above and the logits returned on the device for the
+        ``sampling`` module, which writes the argmax into ``x`` (upstream's ``tt_out_tok``)."""
         ttnn = self.ttnn
-        sampling_on_device = bool(sampling_on_device or kwargs.pop("on_device_logits", False))
         if kwargs:
             raise TypeError(f"ttnn_decode_forward: unexpected keyword(s) {', '.join(sorted(kwargs))}")
         slots = self._bound_slots if slots is None else slots
@@ -240,10 +322,10 @@ class TtModelAdapter:
         if page_table is None:
             raise ValueError("ttnn_decode_forward: page_table is required (our models' caches are paged)")
         logits = self.model.decode(x, current_pos, page_table, slots)
-        if not sampling_on_device:
+        if not (sampling_on_device or on_device_logits):
             return logits
         ttnn.plus_one(current_pos, skip_negative_entries=True)
-        if capture_sampling_trace:  # upstream: the caller captures sampling itself
+        if capture_sampling_trace or on_device_logits:  # upstream: the caller samples itself
             return logits
         self.model.sample_on_device(logits, x)
         self.release_decode_output(x)  # the previous decode's into this buffer
@@ -300,19 +382,45 @@ class TtModelAdapter:
 
     def ttnn_prefill_forward(self, x, rot_mats_global=None, rot_mats_local=None, user_id=0, page_table=None,
                              chunk_page_table=None, chunk_start_idx=None, get_last_token=-1, kv_cache=None,
-                             **kwargs):
-        """Prefill the chunk ``x`` (token ids from :meth:`prepare_inputs_prefill`) at absolute
-        positions ``chunk_start_idx ..`` into state slot ``user_id`` (a fresh sequence when
-        ``chunk_start_idx`` is 0: the slot is reset first). Returns the last token's logits,
-        host float32 [vocab]."""
+                             batch_size=1, **kwargs):
+        """Prefill the chunk ``x`` (token ids from :meth:`prepare_inputs_prefill`, perhaps padded, as
+        upstream pads to its prefill lengths) at absolute positions ``chunk_start_idx ..`` into state
+        slot ``user_id`` (a fresh sequence when ``chunk_start_idx`` is 0: the slot is reset first).
+
+        Returns upstream's prefill output: the logits of the 32-row tile that starts at row
+        ``get_last_token`` of the chunk (-1: the tile holding its last row), a device tensor
+        ``[1, 1, 32, vocab]`` float32 TILE; :meth:`process_output_prefill` picks a row. Rows past
+        the tile are never read, so the model prefills only up to the tile's end; a model whose
+        ``prefill`` gives only its last row (``PREFILL_ROWS`` unset: the hybrid) fills only that row."""
+        ttnn = self.ttnn
         slot = int(user_id)
         start = 0 if chunk_start_idx is None else int(chunk_start_idx)
         if page_table is None:
             raise ValueError("ttnn_prefill_forward: page_table is required")
+        if int(batch_size) != 1:
+            raise ValueError(f"ttnn_prefill_forward: batch_size={batch_size}; our models prefill one request per call")
+        n = len(x)
+        tile = ((n - 1) // TILE) * TILE if get_last_token is None or int(get_last_token) < 0 else int(get_last_token)
+        if not 0 <= tile < n or tile % TILE:
+            raise ValueError(f"ttnn_prefill_forward: get_last_token={get_last_token} is not a tile start within "
+                             f"the chunk's {n} rows")
+        end = min(n, tile + TILE, self.args.max_seq_len - start)
         if start == 0:
             self.model.reset_slot(slot)
-        return self.model.prefill(list(x), slot=slot, page_table_row=page_table, start_pos=start)
+        out = torch.zeros(1, 1, TILE, self.vocab_size, dtype=torch.float32)
+        if getattr(self.model, "PREFILL_ROWS", False):
+            out[0, 0, : end - tile] = self.model.prefill(list(x[:end]), slot=slot, page_table_row=page_table,
+                                                          start_pos=start, rows=end - tile)
+        else:
+            out[0, 0, end - 1 - tile] = self.model.prefill(list(x[:end]), slot=slot, page_table_row=page_table,
+                                                            start_pos=start)
+        return ttnn.from_torch(out, dtype=ttnn.float32, layout=ttnn.TILE_LAYOUT, device=self.mesh_device,
+                               mesh_mapper=ttnn.ReplicateTensorToMesh(self.mesh_device))
 
     def process_output_prefill(self, tt_out, last_token_idx=None):
-        """The prefill's last-token logits as torch float32 [vocab] (already on the host)."""
-        return tt_out.reshape(-1)[: self.vocab_size].float()
+        """Row ``last_token_idx % 32`` (default: the last row) of a prefill tile (on the device or read
+        back, tiled or not) as torch float32 [vocab]."""
+        x = self._chip0_torch(tt_out).float()
+        x = x.reshape(-1, x.shape[-1])
+        row = x.shape[0] - 1 if last_token_idx is None else int(last_token_idx) % TILE
+        return x[row, : self.vocab_size]

@@ -180,6 +180,7 @@ class TtTransformersStyleGenerator:
             logits = model.ttnn_prefill_forward(x, user_id=slot, page_table=pt, chunk_start_idx=start,
                                                 kv_cache=kv_cache)
             firsts.append(model.process_output_prefill(logits, ends[i] - 1).reshape(1, -1))
+            ttnn.deallocate(logits)  # the prefill tile, read
         logits = torch.stack(firsts)  # [B, 1, vocab]
         return logits if sampling_params is None else torch.argmax(logits[:, -1], dim=-1)
 
