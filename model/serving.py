@@ -44,11 +44,14 @@ class KvCacheSpec:
         return [(self.shape, self.dtype, i) for i in range(self.num_layers)]
 
 
-def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, sample_on_device: str | None):
+def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int, sample_on_device: str | None):
     """The plugin's start-up of a model class, in its order: the KV cache through the model
     (``allocate_kv_cache_per_layer`` when the model has it, else ``allocate_kv_cache``), then
     the two-phase warm-up (compile with ``enable_trace=False``, then capture with tracing on,
-    prefill capture only when prefill is traced: never here). Returns the KV cache."""
+    prefill capture only when prefill is traced: never here). ``num_blocks`` of the decode
+    warm-up is the page-table width every later call uses, as the plugin's
+    ``max_num_blocks_per_req = min(cdiv(max_model_len, block_size), kv blocks)``. Returns the
+    KV cache."""
     if sample_on_device not in SAMPLE_ON_DEVICE:
         raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {sample_on_device!r}")
     if callable(getattr(gen, "allocate_kv_cache_per_layer", None)):
@@ -56,7 +59,7 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, sample_on_devi
     else:
         kv_cache = gen.allocate_kv_cache(kv.shape, kv.dtype, kv.num_layers)
     prefill_kw = {"kv_cache": kv_cache, "can_sample_on_device": sample_on_device == "all"}
-    decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": kv.shape[0],
+    decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": min(max_pages, kv.shape[0]),
                  "can_sample_on_device": sample_on_device in ("all", "decode_only")}
     gen.warmup_model_prefill(enable_trace=False, **prefill_kw)
     gen.warmup_model_decode(enable_trace=False, **decode_kw)
@@ -148,7 +151,7 @@ class TTRunner:
 
     def start(self) -> None:
         """The plugin's start-up (KV cache, two-phase warm-up) before any request."""
-        self.kv_cache = start_generator(self.gen, self.kv_spec, max_batch_size=self.max_slots,
+        self.kv_cache = start_generator(self.gen, self.kv_spec, max_batch_size=self.max_slots, max_pages=self.max_pages,
                                         sample_on_device=self.sample_on_device)
 
     def _tag_merge(self, event) -> None:

@@ -22,7 +22,7 @@ class RecordingGenerator(Generator):
 
     def warmup_model_decode(self, enable_trace=False, **kw):
         CALLS.append(("warmup_model_decode", enable_trace, id(kw.get("kv_cache")), kw.get("can_sample_on_device"),
-                      kw.get("max_batch_size")))
+                      kw.get("max_batch_size"), kw.get("num_blocks")))
         return super().warmup_model_decode(enable_trace=enable_trace, **kw)
 
     def prefill_forward(self, *args, **kw):

@@ -17,6 +17,7 @@ from fixtures.system import MAX_SLOTS, NUM_BLOCKS, System, generator_in_force
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.generator import Generator
+from model.markov import MARKOV
 from model.protocol import GeneratorProtocolError, tokens_of
 from model.serving import KvCacheSpec, start_generator
 
@@ -51,10 +52,13 @@ def test_start_up_happens_before_any_request_in_the_plugins_order(aliased):
     first_forward = min(names.index("prefill_forward"), names.index("decode_forward"))
     assert names[:first_forward] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
                                      "warmup_model_decode"]
-    (_, shape, layers, kv), (_, p_trace, p_kv, p_dev), (_, d0, d0_kv, d0_dev, d0_b), (_, d1, *_rest) = calls[:4]
-    assert shape == (FaultKnobs.swarm(3).kv_blocks, 1, 32, 32) and layers == 1
+    (_, shape, layers, kv), (_, p_trace, p_kv, p_dev), (_, d0, d0_kv, d0_dev, d0_b, d0_n), (_, d1, *_rest) = calls[:4]
+    blocks = FaultKnobs.swarm(3).kv_blocks
+    assert shape == (blocks, 1, 32, 32) and layers == 1
     assert (p_trace, d0, d1) == (False, False, True)  # compile, then capture; prefill is not traced
     assert p_kv == d0_kv == kv and (p_dev, d0_dev, d0_b) == (False, True, MAX_SLOTS)
+    # the page-table width of every later call: min(cdiv(max_model_len, block_size), blocks), as the plugin
+    assert d0_n == min(MARKOV.max_context // 32, blocks)
     assert "prefill_forward" not in names[first_forward + 1:] or names.count("allocate_kv_cache") == 1
 
 
@@ -87,7 +91,7 @@ def test_our_generator_refuses_host_sampled_decode_at_warm_up():
     try:
         gen = system.generator(flags=ARMS["all"])
         with pytest.raises(ValueError, match="samples decode on the device"):
-            start_generator(gen, system.kv_cache_spec(NUM_BLOCKS), max_batch_size=MAX_SLOTS, sample_on_device=None)
+            start_generator(gen, system.kv_cache_spec(NUM_BLOCKS), max_batch_size=MAX_SLOTS, max_pages=system.max_pages, sample_on_device=None)
     finally:
         system.close()
 
@@ -105,7 +109,7 @@ def test_a_hybrid_model_class_gets_per_layer_specs():
     try:
         gen = system.generator(PerLayer, flags=ARMS["all"])
         spec = KvCacheSpec((48, 2, 32, 64), torch.float32, 2)
-        assert start_generator(gen, spec, max_batch_size=8, sample_on_device="decode_only") == ["per-layer"]
+        assert start_generator(gen, spec, max_batch_size=8, max_pages=16, sample_on_device="decode_only") == ["per-layer"]
         assert gen.specs == [((48, 2, 32, 64), torch.float32, 0), ((48, 2, 32, 64), torch.float32, 1)]
     finally:
         system.close()
