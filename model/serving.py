@@ -49,8 +49,10 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int
     (``allocate_kv_cache_per_layer`` when the model has it, else ``allocate_kv_cache``), then
     the two-phase warm-up (compile with ``enable_trace=False``, then capture with tracing on,
     prefill capture only when prefill is traced: never here). ``num_blocks`` of the decode
-    warm-up is the page-table width every later call uses, as the plugin's
-    ``max_num_blocks_per_req = min(cdiv(max_model_len, block_size), kv blocks)``. Returns the
+    warm-up is the page-table width every later call uses (``max_pages``; the plugin's
+    ``max_num_blocks_per_req`` is ``min(cdiv(max_model_len, block_size), kv blocks)``: our
+    tables stay ``max_context / block_size`` wide even when a seed's KV budget is smaller, so
+    that a garbage position reads past the same row bytes whatever the budget). Returns the
     KV cache."""
     if sample_on_device not in SAMPLE_ON_DEVICE:
         raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {sample_on_device!r}")
@@ -59,7 +61,7 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int
     else:
         kv_cache = gen.allocate_kv_cache(kv.shape, kv.dtype, kv.num_layers)
     prefill_kw = {"kv_cache": kv_cache, "can_sample_on_device": sample_on_device == "all"}
-    decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": min(max_pages, kv.shape[0]),
+    decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": max_pages,
                  "can_sample_on_device": sample_on_device in ("all", "decode_only")}
     gen.warmup_model_prefill(enable_trace=False, **prefill_kw)
     gen.warmup_model_decode(enable_trace=False, **decode_kw)

@@ -32,5 +32,6 @@ class RecordingGenerator(Generator):
     def decode_forward(self, *args, **kw):
         sp = kw.get("sampling_params")
         CALLS.append(("decode_forward", id(kw.get("kv_cache")), None if sp is None else len(sp.temperature),
-                      "reset_batch" in kw, tuple(kw["tokens"].shape), kw.get("read_from_device")))
+                      "reset_batch" in kw, tuple(kw["tokens"].shape), kw.get("read_from_device"),
+                      tuple(kw["page_table"].shape)))
         return super().decode_forward(*args, **kw)

@@ -57,8 +57,10 @@ def test_start_up_happens_before_any_request_in_the_plugins_order(aliased):
     assert shape == (blocks, 1, 32, 32) and layers == 1
     assert (p_trace, d0, d1) == (False, False, True)  # compile, then capture; prefill is not traced
     assert p_kv == d0_kv == kv and (p_dev, d0_dev, d0_b) == (False, True, MAX_SLOTS)
-    # the page-table width of every later call: min(cdiv(max_model_len, block_size), blocks), as the plugin
-    assert d0_n == min(MARKOV.max_context // 32, blocks)
+    # the page-table width of every later call (the seed's KV budget is smaller: 19 of 32 blocks here)
+    assert d0_n == MARKOV.max_context // 32 and blocks < d0_n
+    decodes = [c for c in calls if c[0] == "decode_forward"]
+    assert {c[6] for c in decodes} == {(MAX_SLOTS, d0_n)}
     assert "prefill_forward" not in names[first_forward + 1:] or names.count("allocate_kv_cache") == 1
 
 
@@ -72,7 +74,7 @@ def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_argumen
     # decode_only: prefill is sampled on the host (no sampling_params), never traced
     assert all(c[2:] == (False, False) for c in prefills)
     # decode: greedy sampling_params per row, reset_batch, padded to capacity, read later
-    assert all(c[2:] == (MAX_SLOTS, True, (MAX_SLOTS, 1), False) for c in decodes)
+    assert all(c[2:6] == (MAX_SLOTS, True, (MAX_SLOTS, 1), False) for c in decodes)
 
 
 def test_host_sampling_runs_without_sampling_params_and_no_merge(aliased):
