@@ -197,13 +197,21 @@ from .ops.eltwise_more import (
 from .ops.softmax_more import scale_mask_softmax, scale_mask_softmax_in_place, softmax_in_place
 from .ops.layout_ops import (
     Tile,
+    interleaved_to_sharded,
     is_tensor_storage_on_device,
+    sharded_to_interleaved,
     tilize,
     tilize_with_val_padding,
     tilize_with_zero_padding,
     to_memory_config,
     untilize,
     untilize_with_unpadding,
+)
+from .sharding import (
+    ShardSpec,
+    create_sharded_memory_config,
+    num_cores_to_corerangeset,
+    num_cores_to_corerangeset_in_subcoregrids,
 )
 from . import experimental, tensor_ops, transformer  # noqa: F401 - tensor_ops attaches Tensor's operators
 from .ops.attention import SDPAProgramConfig

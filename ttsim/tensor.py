@@ -12,6 +12,7 @@ from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
 from .numerics import TORCH_STORAGE
 from .seed import derive, junk_bytes
+from .sharding import check_placement
 from .types import (
     BLOCK_FLOATS,
     DRAM_MEMORY_CONFIG,
@@ -553,6 +554,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
     if len(host) != n:
         raise TTFatal(f"to_device: tensor has {len(host)} shards but {device!r} has {n} chips")
     mc = memory_config or DRAM_MEMORY_CONFIG
+    check_placement("to_device", tensor._shape, tensor._layout, mc)
     bufs = device.allocate(mc.buffer_type, tensor._dtype, tensor._layout, tensor._padded, "to_device")
 
     def write():
@@ -664,6 +666,7 @@ def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, mesh_devic
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"allocate_tensor_on_device: {dtype!r} requires TILE_LAYOUT, got {layout!r}")
     mc = memory_config or DRAM_MEMORY_CONFIG
+    check_placement("allocate_tensor_on_device", tuple(shape), layout, mc)
     out = Tensor._make(tuple(shape), dtype, layout, device=device, memory_config=mc)
     bufs = device.allocate(mc.buffer_type, dtype, layout, out._padded, "allocate_tensor_on_device")
     out._buffers = bufs

@@ -124,11 +124,21 @@ BLOCK_FLOATS = (DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 INTEGER_TYPES = (DataType.UINT32, DataType.INT32)
 
 
+def _shard_spec_type() -> type:
+    from .sharding import ShardSpec  # (sharding.py builds on this module: imported at first use)
+
+    return ShardSpec
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
     memory_layout: TensorMemoryLayout = TensorMemoryLayout.INTERLEAVED
     buffer_type: BufferType = BufferType.DRAM
     shard_spec: object = None
+
+    def __post_init__(self):
+        if self.shard_spec is not None and not isinstance(self.shard_spec, _shard_spec_type()):
+            raise TypeError(f"MemoryConfig: shard_spec must be a ttnn.ShardSpec or None, got {self.shard_spec!r}")
 
     def is_sharded(self) -> bool:
         return self.memory_layout != TensorMemoryLayout.INTERLEAVED
