@@ -52,6 +52,16 @@ def check_layout_change(tensor: "Tensor", layout, dtype) -> DataType:
     return dtype
 
 
+def host_block_float_to_row_major(tensor: "Tensor") -> "Tensor":
+    """ROW_MAJOR of a host bfloat8_b/bfloat4_b tensor, as 0.81.1's host to_layout does it (measured):
+    a block float has no row-major form, so a tensor that fills its tiles comes back as it is
+    (still TILE, same dtype and values) and one with tile padding fails where the host unpads."""
+    if tuple(reported_padded_shape(tuple(tensor._shape))) != tuple(tensor._shape):
+        raise TTFatal(f"to_layout: Tensor layout must be ROW_MAJOR for unpadding ({_describe(tensor)} has tile "
+                      f"padding; typecast to bfloat16 first)")
+    return tensor
+
+
 def host_to_layout(tensor: "Tensor", layout, dtype, pad_value: float) -> "Tensor":
     """A host tensor's storage in another layout (tile padding filled with ``pad_value``)."""
     tensor._await_read()
@@ -213,6 +223,8 @@ class Tensor:
                 raise TTFatal("Tensor.to(target_layout) takes only the layout")
             if self._device is not None:  # tt-metal's tensor_to_layout
                 raise TTFatal("Bring tensor to host before converting to target layout")
+            if self._dtype in BLOCK_FLOATS and device == Layout.ROW_MAJOR:
+                return host_block_float_to_row_major(self)
             dtype = check_layout_change(self, device, None)
             return self if device == self._layout else host_to_layout(self, device, dtype, 0.0)
         return to_device(self, device, memory_config=mem_config, queue_id=cq_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tensor import Tensor, check_layout_change, host_to_layout
+from ..tensor import Tensor, check_layout_change, host_block_float_to_row_major, host_to_layout
 from ..types import BLOCK_FLOATS, DataType, Layout, MemoryConfig, TTFatal
 from .base import require_device_tensor, run_op, take_output
 
@@ -21,6 +21,9 @@ def to_layout(
     """
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"to_layout: expected a ttnn.Tensor, got {type(tensor).__name__}")
+    if (tensor._device is None and tensor._dtype in BLOCK_FLOATS and layout == Layout.ROW_MAJOR
+            and dtype in (None, tensor._dtype)):
+        return host_block_float_to_row_major(tensor)
     dtype = check_layout_change(tensor, layout, dtype)
     if layout == tensor._layout and dtype == tensor._dtype:
         return tensor
