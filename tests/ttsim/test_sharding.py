@@ -1,0 +1,309 @@
+"""Issue 40's names from tt-metal's decode-path tests: ShardSpec, num_cores_to_corerangeset(_in_subcoregrids),
+create_sharded_memory_config, interleaved_to_sharded / sharded_to_interleaved, ``<op>.golden_function``,
+ROW_MAJOR of a host block-float tensor, int16 read back as UINT16, and the keywords 0.81.1 lacks.
+
+Each semantic is checked twice: against what the real ttnn 0.81.1 host path gave
+(``real["sharding"]``, recorded by conformance/dump_ttnn.py's probe_sharding), and by a ttsim-only
+test of its own (values on a device, refusals at the call)."""
+
+import inspect
+
+import pytest
+import torch
+
+import ttsim
+
+CC, CR, CRS = ttsim.CoreCoord, ttsim.CoreRange, ttsim.CoreRangeSet
+T, RM = ttsim.TILE_LAYOUT, ttsim.ROW_MAJOR_LAYOUT
+
+
+def _crs(ranges):
+    return CRS([CR(CC(a, b), CC(c, d)) for a, b, c, d in ranges])
+
+
+def _outcome(fn) -> str:
+    try:
+        return repr(fn())
+    except Exception as e:  # noqa: BLE001 - the refusal is what is compared
+        return f"ERR {e}"
+
+
+def _same(want: str, got: str) -> bool:
+    """A result repr matches exactly; a refusal matches when ttsim's message holds the real info line."""
+    if want.startswith("ERR "):
+        return got.startswith("ERR ") and want.split(": ", 1)[1] in got
+    return got == want
+
+
+# -- against the real 0.81.1 host path -------------------------------------------------------------
+
+def test_num_cores_to_corerangeset_matches_real(real):
+    cases = real["sharding"]["num_cores_to_corerangeset"]
+    assert len(cases) >= 15
+    bad = []
+    for case in cases:
+        n, x, y, rw = case["args"]
+        got = _outcome(lambda: ttsim.num_cores_to_corerangeset(n, CC(x, y), rw))
+        if not _same(case["result"], got):
+            bad.append(f"{case['args']}: ttnn {case['result']}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_num_cores_to_corerangeset_in_subcoregrids_matches_real(real):
+    sh = real["sharding"]
+    bad = []
+    for case in sh["num_cores_to_corerangeset_in_subcoregrids"]:
+        grid, x, y, n, rw = case["args"]
+        got = _outcome(lambda: ttsim.num_cores_to_corerangeset_in_subcoregrids(
+            CC(x, y), n, _crs(sh["sub_grids"][grid]), row_wise=rw))
+        if not _same(case["result"], got):
+            bad.append(f"{case['args']}: ttnn {case['result']}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_create_sharded_memory_config_matches_real(real):
+    bad = []
+    for case in real["sharding"]["create_sharded_memory_config"]:
+        shape, grid, strategy, orient, use_hw = case["args"]
+        core_grid = ttsim.CoreGrid(x=grid[0], y=grid[1]) if len(grid) == 2 and isinstance(grid[0], int) else _crs(grid)
+        strat = getattr(ttsim.ShardStrategy, strategy, ttsim.TensorMemoryLayout.HEIGHT_SHARDED)
+        ori = None if orient is None else getattr(ttsim.ShardOrientation, orient)
+        got = _outcome(lambda: ttsim.create_sharded_memory_config(
+            tuple(shape), core_grid, strat, ori, use_height_and_width_as_shard_shape=use_hw))
+        if not _same(case["result"], got):
+            bad.append(f"{case['args']}: ttnn {case['result']}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_placement_check_matches_the_real_tensor_spec(real):
+    """Every placement the real host accepts ttsim places (bytes unchanged), every one it refuses
+    ttsim refuses with the same words."""
+    cases = real["sharding"]["placement"]
+    assert sum(c["result"] == "OK" for c in cases) >= 10 and sum(c["result"] != "OK" for c in cases) >= 10
+    bad = []
+    for case in cases:
+        shape, layout, _dtype, ml, ranges, shard, orient, bt = case["args"]
+        mc = ttsim.MemoryConfig(getattr(ttsim.TensorMemoryLayout, ml), getattr(ttsim.BufferType, bt),
+                                ttsim.ShardSpec(_crs(ranges), shard, getattr(ttsim.ShardOrientation, orient)))
+
+        def place():
+            ttsim.sharding.check_placement("place", shape, getattr(ttsim.Layout, layout), mc)
+            return "OK"
+
+        got = _outcome(place).strip("'")
+        if not _same(case["result"], got):
+            bad.append(f"{case['args']}: ttnn {case['result']}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_shard_spec_and_core_range_set_print_and_compare_as_real(real):
+    sh = real["sharding"]
+    spec = ttsim.ShardSpec(_crs([(5, 0, 6, 9), (1, 0, 3, 9)]), [32, 128], ttsim.ShardOrientation.COL_MAJOR)
+    want = sh["shard_spec"]
+    assert repr(spec) == want["repr"] and repr(spec.shape) == want["shape"] and repr(spec.grid) == want["grid"]
+    assert repr(spec.orientation) == want["orientation"] and spec.num_cores() == want["num_cores"]
+    assert repr(ttsim.MemoryConfig(ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ttsim.BufferType.L1, spec)) == \
+        want["memory_config"]
+    order = sh["core_range_set_order"]
+    assert repr(_crs([(5, 0, 6, 9), (1, 0, 3, 9)])) == order["list"]  # a list keeps its order
+    assert repr(CRS({CR(CC(a, b), CC(a, b)) for a, b in ((2, 0), (0, 1), (1, 0), (0, 3))})) == order["set"]
+    assert (_crs([(0, 1, 0, 1), (1, 0, 1, 0)]) == _crs([(1, 0, 1, 0), (0, 1, 0, 1)])) == \
+        order["list_order_matters_for_eq"]
+    assert _same(order["overlap"], _outcome(lambda: _crs([(0, 0, 1, 1), (1, 1, 2, 2)])))
+
+
+def test_int16_reads_back_as_uint16_with_negatives_wrapped_as_real(real):
+    """0.81.1 stores int16 as UINT16 and hands torch a uint16 DLPack array: -15884 -> 49652
+    (tt-metal tests expecting torch.int16 target another version)."""
+    want = real["sharding"]["host_readbacks"]["int16"]
+    assert want["dtype"] == "DataType.UINT16" and want["to_torch_dlpack_dtype"] == "uint16"
+    x = torch.tensor([[-15884, 3, -1, 32767, -32768]], dtype=torch.int16)
+    t = ttsim.Tensor(x)
+    out = ttsim.to_torch(t)
+    assert repr(t.dtype) == want["dtype"] and out.dtype == torch.uint16
+    assert out.to(torch.int64).tolist() == want["to_torch_dlpack"] == want["to_numpy"]
+    assert str(t.to_numpy().dtype) == want["to_numpy_dtype"]
+
+
+def test_block_float_host_row_major_matches_real(real):
+    """ROW_MAJOR of a host bfloat8_b/bfloat4_b tensor: unchanged (still TILE) when it fills its
+    tiles, refused where the host would have to unpad; by Tensor.to and by to_layout alike."""
+    cases = real["sharding"]["host_readbacks"]["block_float_to_row_major"]
+    assert len(cases) == 20
+    bad = []
+    for key, want in cases.items():
+        dt, rest = key.split(" ", 1)
+        shape_text, route = rest.rsplit(" ", 1)
+        shape = [int(d) for d in shape_text.strip("[]").split(",")]
+        x = (torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape) - 700) * 0.013
+        src = ttsim.from_torch(x, dtype=getattr(ttsim, dt), layout=T)
+        try:
+            r = src.to(RM) if route == "Tensor.to" else ttsim.to_layout(src, RM)
+            got = {"dtype": repr(r.dtype), "layout": repr(r.layout), "shape": list(r.shape),
+                   "values_kept": torch.equal(ttsim.to_torch(r), ttsim.to_torch(src))}
+        except ttsim.TTFatal as e:
+            got = f"ERR {e}"
+        ok = _same(want, got) if isinstance(want, str) else got == want
+        if not ok:
+            bad.append(f"{key}: ttnn {want}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_keywords_0_81_1_lacks_are_refused_by_name(real):
+    """API drift: newer tt-metal tests pass these; 0.81.1's signatures have none of them."""
+    sigs = real["signatures"]
+    for op, kw in (("argmax", "use_multicore"), ("embedding", "queue_id"), ("untilize", "use_pack_untilize"),
+                   ("untilize_with_unpadding", "use_pack_untilize")):
+        real_params = {p["name"] for ov in sigs[f"ttnn.{op}"]["overloads"] for p in ov["params"]}
+        assert kw not in real_params, (op, kw)
+        assert kw not in inspect.signature(getattr(ttsim, op)).parameters
+    assert "ttnn.device.ClearKernelCache" in sigs and "ttnn.device.DisablePersistentKernelCache" not in sigs
+    assert not hasattr(ttsim.device, "DisablePersistentKernelCache")
+
+
+def test_golden_function_attribute_as_real(real):
+    expr = real["constants"]["expressions"]
+    assert expr["ttnn.argmax.golden_function is not None"] == "True"
+    assert expr["ttnn.embedding.golden_function is not None"] == "True"
+    assert ttsim.argmax.golden_function is ttsim.get_golden_function(ttsim.argmax)
+
+
+# -- ttsim's own checks ---------------------------------------------------------------------------
+
+def _sharded_cfg(shard=(32, 64), layout=ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ranges=((0, 0, 7, 0),)):
+    return ttsim.MemoryConfig(layout, ttsim.BufferType.L1,
+                              ttsim.ShardSpec(_crs(ranges), list(shard), ttsim.ShardOrientation.ROW_MAJOR))
+
+
+def test_sharded_placement_keeps_every_byte(device):
+    x = torch.randn(1, 8, 32, 64).to(torch.bfloat16)
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device, memory_config=_sharded_cfg())
+    assert t.memory_config().is_sharded() and t.memory_config().shard_spec.shape == [32, 64]
+    assert torch.equal(ttsim.to_torch(t), x)
+    y = ttsim.add(t, t)  # an op on sharded inputs keeps their placement and computes the same values
+    assert y.memory_config() == t.memory_config() and torch.equal(ttsim.to_torch(y), (x.float() * 2).bfloat16())
+
+
+def test_a_card_refused_placement_is_refused_at_the_call(device):
+    x = torch.randn(1, 1, 256, 64)
+    with pytest.raises(ttsim.TTFatal, match=r"to_device: Number of shards along height 8 must not exceed "
+                                            r"number of cores 4"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device,
+                         memory_config=_sharded_cfg(ranges=((0, 0, 3, 0),)))
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device)
+    with pytest.raises(ttsim.TTFatal, match=r"neg: Physical shard shape \(16, 64\) must be tile \{32, 32\} sized!"):
+        ttsim.neg(t, memory_config=_sharded_cfg(shard=(16, 64)))
+    with pytest.raises(ttsim.TTFatal, match=r"allocate_tensor_on_device: Shard width 32 must match physical width 64"):
+        ttsim.allocate_tensor_on_device(ttsim.Shape([1, 1, 256, 64]), ttsim.bfloat16, T, device,
+                                        _sharded_cfg(shard=(32, 32)))
+
+
+def test_interleaved_to_sharded_and_back_move_no_value(device):
+    x = torch.randn(1, 8, 32, 64)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=T, device=device)
+    cfg = _sharded_cfg()
+    s = ttsim.interleaved_to_sharded(t, cfg)
+    assert s.memory_config() == cfg and torch.equal(ttsim.to_torch(s), x)
+    back = ttsim.sharded_to_interleaved(s, ttsim.L1_MEMORY_CONFIG)
+    assert back.memory_config() == ttsim.L1_MEMORY_CONFIG and torch.equal(ttsim.to_torch(back), x)
+    assert ttsim.sharded_to_interleaved(s).memory_config() == ttsim.DRAM_MEMORY_CONFIG
+    # output_dtype converts as a typecast would; the goldens say the same
+    half = ttsim.sharded_to_interleaved(s, output_dtype=ttsim.bfloat16)
+    assert half.dtype == ttsim.bfloat16 and torch.equal(ttsim.to_torch(half), x.bfloat16())
+    assert torch.equal(ttsim.sharded_to_interleaved.golden_function(x, None, ttsim.bfloat16), x.bfloat16())
+    into = ttsim.allocate_tensor_on_device(ttsim.Shape([1, 8, 32, 64]), ttsim.bfloat16, T, device, cfg)
+    got = ttsim.interleaved_to_sharded(t, cfg, ttsim.bfloat16, preallocated_output=into)
+    assert got is into and torch.equal(ttsim.to_torch(into), x.bfloat16())
+    with pytest.raises(ttsim.TTFatal, match=r"dtype=DataType.FLOAT32 and preallocated_output dtype"):
+        ttsim.interleaved_to_sharded(t, cfg, output_dtype=ttsim.float32, preallocated_output=into)
+    assert torch.equal(ttsim.interleaved_to_sharded.golden_function(x, cfg), x)
+
+
+def test_sharding_conversions_refuse_the_wrong_direction(device):
+    t = ttsim.from_torch(torch.randn(1, 8, 32, 64), dtype=ttsim.bfloat16, layout=T, device=device)
+    with pytest.raises(ttsim.TTFatal, match=r"sharded_to_interleaved: Input tensor must be sharded"):
+        ttsim.sharded_to_interleaved(t)
+    with pytest.raises(ttsim.TTFatal, match=r"interleaved_to_sharded: Output memory config must be sharded"):
+        ttsim.interleaved_to_sharded(t, ttsim.L1_MEMORY_CONFIG)
+    with pytest.raises(ttsim.TTFatal, match=r"must have a shard spec"):
+        ttsim.interleaved_to_sharded(t, ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+    s = ttsim.interleaved_to_sharded(t, _sharded_cfg())
+    with pytest.raises(ttsim.TTFatal, match=r"interleaved_to_sharded: Input tensor must be Interleaved"):
+        ttsim.interleaved_to_sharded(s, _sharded_cfg())
+    with pytest.raises(ttsim.TTFatal, match=r"sharded_to_interleaved: Output memory config must be Interleaved"):
+        ttsim.sharded_to_interleaved(s, _sharded_cfg())
+
+
+def test_shard_grid_helpers_feed_a_decode_shard_config():
+    """tt-metal's decode idiom: a shard grid of b cores, one [padded heads, head_dim] shard each."""
+    grid = ttsim.num_cores_to_corerangeset(8, CC(8, 8), row_wise=True)
+    assert grid.num_cores() == 8 and grid.ranges() == [CR(CC(0, 0), CC(7, 0))]
+    cfg = ttsim.create_sharded_memory_config((32, 128), grid, ttsim.ShardStrategy.HEIGHT,
+                                             use_height_and_width_as_shard_shape=True)
+    assert cfg.shard_spec == ttsim.ShardSpec(grid, (32, 128), ttsim.ShardOrientation.ROW_MAJOR)
+    assert cfg.buffer_type == ttsim.BufferType.L1 and cfg.memory_layout == ttsim.TensorMemoryLayout.HEIGHT_SHARDED
+    with pytest.raises(ttsim.TTFatal, match=r"Target number of cores 65 is greater than total number of available"):
+        ttsim.num_cores_to_corerangeset(65, CC(8, 8), True)
+    with pytest.raises(RuntimeError, match=r"Invalid sharding core_grid"):
+        ttsim.create_sharded_memory_config((1, 1, 250, 64), ttsim.CoreGrid(y=2, x=4), ttsim.ShardStrategy.HEIGHT)
+    with pytest.raises(TypeError, match=r"shard_spec must be a ttnn.ShardSpec"):
+        ttsim.MemoryConfig(ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ttsim.BufferType.L1, object())
+
+
+def test_block_float_host_tensor_goes_row_major_only_when_it_fills_its_tiles():
+    x = torch.randn(2, 64, 32)
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=T)
+    r = t.cpu().to(RM)  # tt-metal's cache.cpu().to(ROW_MAJOR_LAYOUT).to_torch()
+    assert r.dtype == ttsim.bfloat8_b and r.layout == T and torch.equal(r.to_torch(), t.to_torch())
+    with pytest.raises(ttsim.TTFatal, match=r"Tensor layout must be ROW_MAJOR for unpadding"):
+        ttsim.from_torch(torch.randn(2, 33), dtype=ttsim.bfloat4_b, layout=T).to(RM)
+
+
+def test_goldens_of_the_decode_path_ops():
+    idx = torch.tensor([[2, 0, 1]])
+    w = torch.randn(4, 8)
+    assert torch.equal(ttsim.embedding.golden_function(idx.to(torch.int32), w), w[idx])
+    assert ttsim.embedding.golden_function(idx, w, dtype=ttsim.bfloat16).dtype == torch.bfloat16
+    x = torch.tensor([[1.0, 5.0, 5.0, 2.0]])
+    assert ttsim.argmax.golden_function(x, dim=-1).tolist() == [1]
+    assert torch.equal(ttsim.untilize_with_unpadding.golden_function(torch.ones(4, 64), [1, 30]), torch.ones(2, 31))
+    assert ttsim.rms_norm.golden_function is ttsim.get_golden_function(ttsim.rms_norm)
+    assert ttsim.experimental.rotary_embedding.golden_function is None  # no golden in ttsim: None, as ttnn's
+    with pytest.raises(ttsim.TTFatal, match=r"does not have a golden function"):
+        ttsim.get_golden_function(ttsim.experimental.rotary_embedding)
+
+
+def test_keywords_0_81_1_lacks_raise_a_type_error_naming_them(device):
+    t = ttsim.from_torch(torch.randn(1, 1, 32, 32), dtype=ttsim.bfloat16, layout=T, device=device)
+    with pytest.raises(TypeError, match=r"use_pack_untilize"):
+        ttsim.untilize(t, use_pack_untilize=True)
+    with pytest.raises(TypeError, match=r"use_multicore"):
+        ttsim.argmax(ttsim.untilize(t), dim=-1, use_multicore=True)
+    ids = ttsim.from_torch(torch.zeros(1, 32, dtype=torch.int32), dtype=ttsim.uint32, device=device)
+    with pytest.raises(TypeError, match=r"queue_id"):
+        ttsim.embedding(ids, t, queue_id=0)
+
+
+def test_sdpa_decode_on_subcoregrids_compiles_once(device):
+    """tt-metal's test_sdpa_decode_sharded_on_subcoregrids: the same decode twice, sharded in and out,
+    with shard grids from num_cores_to_corerangeset_in_subcoregrids, is one program."""
+    device.clear_program_cache()
+    sub = _crs([(1, 0, 3, 9), (5, 0, 6, 9)])
+    b, nh, nkv, s, d = 8, 8, 1, 256, 128
+    for _ in range(2):  # fresh config objects each time, as the test builds them
+        shard_grid = ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(1, 0), b, sub, row_wise=True)
+        compute = ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(1, 0), 32, sub, row_wise=True)
+        cfg = ttsim.MemoryConfig(ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ttsim.BufferType.L1,
+                                 ttsim.ShardSpec(shard_grid, (32, d), ttsim.ShardOrientation.ROW_MAJOR))
+        pc = ttsim.SDPAProgramConfig(compute_with_storage_grid_size=(8, 4), sub_core_grids=compute,
+                                     q_chunk_size=32, k_chunk_size=128, exp_approx_mode=False)
+        g = torch.Generator().manual_seed(0)
+        k, v = (ttsim.as_tensor(torch.randn(b, nkv, s, d, generator=g), dtype=ttsim.bfloat8_b, layout=T,
+                                device=device, memory_config=ttsim.DRAM_MEMORY_CONFIG) for _ in range(2))
+        q = ttsim.as_tensor(torch.randn(1, b, nh, d, generator=g), dtype=ttsim.bfloat16, layout=T, device=device,
+                            memory_config=cfg)
+        out = ttsim.transformer.scaled_dot_product_attention_decode(q, k, v, cur_pos=[s // 2] * b, scale=d ** -0.5,
+                                                                    program_config=pc, memory_config=cfg)
+        assert out.memory_config() == cfg
+        ttsim.to_torch(out)
+    assert device.num_program_cache_entries() == 1
