@@ -307,3 +307,36 @@ def test_sdpa_decode_on_subcoregrids_compiles_once(device):
         assert out.memory_config() == cfg
         ttsim.to_torch(out)
     assert device.num_program_cache_entries() == 1
+
+
+UNARY_WITH_NEW_GOLDENS = ["floor", "ceil", "sign", "erf", "erfc", "exp2", "expm1", "log1p", "sinh", "cosh", "atan",
+                          "relu6", "softsign", "hardsigmoid", "hardswish"]
+
+
+@pytest.mark.parametrize("name", UNARY_WITH_NEW_GOLDENS)
+def test_each_new_unary_golden_agrees_with_the_op(device, name):
+    x = torch.linspace(-3.0, 3.0, 32 * 64).reshape(1, 1, 32, 64)
+    op = getattr(ttsim, name)
+    got = ttsim.to_torch(op(ttsim.from_torch(x, dtype=ttsim.float32, layout=T, device=device)))
+    assert torch.allclose(got, op.golden_function(x), rtol=1e-5, atol=1e-5, equal_nan=True), name
+
+
+def test_new_shape_and_compare_goldens_agree_with_their_ops(device):
+    x = torch.randn(2, 3, 32, 64, generator=torch.Generator().manual_seed(40))
+    y = torch.randn(2, 3, 32, 64, generator=torch.Generator().manual_seed(41))
+    tx, ty = (ttsim.from_torch(v, dtype=ttsim.float32, layout=T, device=device) for v in (x, y))
+    checks = [
+        (ttsim.permute, (tx, (0, 2, 1, 3)), (x, (0, 2, 1, 3))),
+        (ttsim.transpose, (tx, 1, 3), (x, 1, 3)),
+        (ttsim.reshape, (tx, (6, 32, 64)), (x, (6, 32, 64))),
+        (ttsim.concat, ([tx, ty], 1), ([x, y], 1)),
+        (ttsim.repeat, (tx, ttsim.Shape([1, 2, 1, 1])), (x, [1, 2, 1, 1])),
+        (ttsim.slice, (tx, [0, 1, 0, 0], [2, 3, 32, 32]), (x, [0, 1, 0, 0], [2, 3, 32, 32])),
+        (ttsim.gt, (tx, ty), (x, y)), (ttsim.le, (tx, ty), (x, y)), (ttsim.ne, (tx, tx), (x, x)),
+        (ttsim.where, (ttsim.gt(tx, ty), tx, ty), (x > y, x, y)),
+        (ttsim.clamp, (tx, -0.5, 0.5), (x, -0.5, 0.5)),
+    ]
+    for op, dev_args, torch_args in checks:
+        got = ttsim.to_torch(op(*dev_args)).to(torch.float32)
+        want = op.golden_function(*torch_args).to(torch.float32)
+        assert torch.equal(got, want), op.__name__
