@@ -1478,6 +1478,8 @@ PLACEMENT_CASES = [
     ((1, 1, 32, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 96), "ROW_MAJOR", "L1"),
     ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0), (0, 2, 2, 2)], (32, 64), "ROW_MAJOR", "L1"),
     ((8, 1, 32, 128), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 7, 0)], (32, 128), "ROW_MAJOR", "L1"),
+    ((8, 1, 1, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0)], (32, 64), "ROW_MAJOR", "L1"),
+    ((8, 1, 1, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0)], (2, 64), "ROW_MAJOR", "L1"),
     ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (13, 64), "ROW_MAJOR", "L1"),
     ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (12, 64), "ROW_MAJOR", "L1"),
     ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (24, 60), "ROW_MAJOR", "L1"),

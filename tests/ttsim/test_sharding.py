@@ -340,3 +340,108 @@ def test_new_shape_and_compare_goldens_agree_with_their_ops(device):
         got = ttsim.to_torch(op(*dev_args)).to(torch.float32)
         want = op.golden_function(*torch_args).to(torch.float32)
         assert torch.equal(got, want), op.__name__
+
+
+# -- each rule once more, by hand (values from tt-metal's work split and tensor_spec rules) ----------
+
+def test_core_counts_fill_rows_or_columns_up_to_the_grid():
+    assert ttsim.num_cores_to_corerangeset(64, CC(8, 8), True).ranges() == [CR(CC(0, 0), CC(7, 7))]
+    assert ttsim.num_cores_to_corerangeset(10, CC(4, 4)).ranges() == [CR(CC(0, 0), CC(1, 3)), CR(CC(2, 0), CC(2, 1))]
+    assert ttsim.num_cores_to_corerangeset(0, CC(4, 4)).empty()
+    with pytest.raises(ttsim.TTFatal, match=r"Target number of cores 17 is greater than total number of available "
+                                            r"cores 16"):
+        ttsim.num_cores_to_corerangeset(17, CC(4, 4))
+
+
+def test_sub_core_grid_walk_starts_mid_line_and_spills_into_the_next_range():
+    sub = _crs([(1, 0, 3, 9), (5, 0, 6, 9)])
+    got = ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(2, 9), 4, sub, row_wise=True)
+    assert got.ranges() == [CR(CC(2, 9), CC(3, 9)), CR(CC(5, 0), CC(6, 0))]  # rest of the last row, then range 2
+    got = ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(2, 3), 4, sub, row_wise=True)
+    assert got.ranges() == [CR(CC(2, 3), CC(3, 3)), CR(CC(1, 4), CC(2, 4))]  # rest of row 3, then part of row 4
+    got = ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(3, 8), 3, sub, row_wise=False)
+    assert got.ranges() == [CR(CC(3, 8), CC(3, 9)), CR(CC(5, 0), CC(5, 0))]
+    with pytest.raises(ttsim.TTFatal, match=r"Start core must be inside sub_core_grids"):
+        ttsim.num_cores_to_corerangeset_in_subcoregrids(CC(0, 0), 4, sub)
+
+
+def test_row_major_shards_round_the_width_up_to_the_shard_width(device):
+    x = torch.randn(1, 1, 32, 64)
+    cfg = _sharded_cfg(shard=(32, 96), ranges=((0, 0, 0, 0),))  # 64 wide -> one 96-wide shard
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=RM, device=device, memory_config=cfg)
+    assert torch.equal(ttsim.to_torch(t), x.bfloat16())
+    with pytest.raises(ttsim.TTFatal, match=r"Shard width 96 must match physical width 64 for height sharded"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device, memory_config=cfg)  # TILE: no rounding
+    with pytest.raises(ttsim.TTFatal, match=r"Shard width 48 must match physical width 96 for height sharded"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=RM, device=device,
+                         memory_config=_sharded_cfg(shard=(32, 48), ranges=((0, 0, 0, 0),)))
+
+
+def test_tile_shards_count_the_tile_padding_of_every_batch(device):
+    x = torch.randn(8, 1, 1, 64)  # eight one-row heads: eight 32-row tiles in TILE, 8 rows in ROW_MAJOR
+    four = ((0, 0, 3, 0),)
+    with pytest.raises(ttsim.TTFatal, match=r"Number of shards along height 8 must not exceed number of cores 4"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device, memory_config=_sharded_cfg(ranges=four))
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=RM, device=device,
+                         memory_config=_sharded_cfg(shard=(2, 64), ranges=four))
+    assert torch.equal(ttsim.to_torch(t), x.bfloat16())
+
+
+def test_block_shards_fit_rows_and_columns_by_orientation(device):
+    x = torch.randn(1, 1, 256, 128)
+    tall = ((0, 0, 1, 3),)  # 2 columns x 4 rows
+    block = ttsim.TensorMemoryLayout.BLOCK_SHARDED
+
+    def cfg(orientation, ranges=tall, shard=(64, 64)):
+        return ttsim.MemoryConfig(block, ttsim.BufferType.L1, ttsim.ShardSpec(_crs(ranges), list(shard), orientation))
+
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device, memory_config=cfg(ttsim.ShardOrientation.ROW_MAJOR))
+    assert torch.equal(ttsim.to_torch(t), x.bfloat16())
+    with pytest.raises(ttsim.TTFatal, match=r"Number of shards along height 4 must not exceed number of columns 2 "
+                                            r"for column major orientation!"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device,
+                         memory_config=cfg(ttsim.ShardOrientation.COL_MAJOR))
+    with pytest.raises(ttsim.TTFatal, match=r"Shard grid must be one full rectangular grid for block sharded!"):
+        ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=T, device=device,
+                         memory_config=cfg(ttsim.ShardOrientation.ROW_MAJOR, ((0, 0, 0, 3), (1, 0, 1, 3))))
+
+
+def test_shard_spec_prints_its_grid_in_order_as_0_81_1():
+    spec = ttsim.ShardSpec(CRS([CR(CC(4, 0), CC(4, 1)), CR(CC(0, 0), CC(1, 0))]), (64, 32),
+                           ttsim.ShardOrientation.ROW_MAJOR)
+    assert repr(spec) == ('ShardSpec{grid=[{"start":{"x":4,"y":0},"end":{"x":4,"y":1}, {"start":{"x":0,"y":0},'
+                          '"end":{"x":1,"y":0}], shape=[64, 32], orientation=ShardOrientation::ROW_MAJOR}')
+    assert repr(CRS({CR(CC(1, 0), CC(1, 0)), CR(CC(0, 5), CC(0, 5))})) == "{[0-5 - 0-5], [1-0 - 1-0]}"  # x first
+    assert spec != ttsim.ShardSpec(CRS([CR(CC(0, 0), CC(1, 0)), CR(CC(4, 0), CC(4, 1))]), (64, 32),
+                                   ttsim.ShardOrientation.ROW_MAJOR)  # a list's order counts
+
+
+def test_create_sharded_memory_config_splits_by_orientation():
+    grid = ttsim.CoreGrid(y=2, x=4)
+    row = ttsim.create_sharded_memory_config((1, 2, 64, 128), grid, ttsim.ShardStrategy.BLOCK)
+    col = ttsim.create_sharded_memory_config((1, 2, 64, 128), grid, ttsim.ShardStrategy.BLOCK,
+                                             ttsim.ShardOrientation.COL_MAJOR)
+    assert row.shard_spec.shape == [64, 32] and col.shard_spec.shape == [32, 64]  # 128 rows x 128 wide
+    assert ttsim.create_sharded_memory_config((1, 2, 64, 128), grid, ttsim.ShardStrategy.WIDTH).shard_spec.shape == \
+        [128, 16]
+    with pytest.raises(RuntimeError, match=r"Invalid sharding strategy"):
+        ttsim.create_sharded_memory_config((64, 128), grid, ttsim.TensorMemoryLayout.BLOCK_SHARDED)
+
+
+def test_sharding_conversions_convert_to_output_dtype(device):
+    x = torch.randn(1, 8, 32, 64)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=T, device=device)
+    s = ttsim.interleaved_to_sharded(t, _sharded_cfg(), ttsim.bfloat8_b)
+    assert s.dtype == ttsim.bfloat8_b
+    assert torch.equal(ttsim.to_torch(s), ttsim.to_torch(ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=T)))
+
+
+def test_equal_shard_configs_built_apart_share_one_program(device):
+    """The program key holds the shard spec by value: tt-metal's tests rebuild their configs per call."""
+    device.clear_program_cache()
+    x = ttsim.from_torch(torch.randn(1, 8, 32, 64), dtype=ttsim.bfloat16, layout=T, device=device)
+    for _ in range(2):
+        ttsim.neg(x, memory_config=_sharded_cfg())
+    assert device.num_program_cache_entries() == 1 and device.program_cache.hits == 1
+    ttsim.neg(x, memory_config=_sharded_cfg(ranges=((0, 0, 3, 1),)))  # the same shards on other cores
+    assert device.num_program_cache_entries() == 2
