@@ -22,13 +22,14 @@ from .types import (
     MemoryConfig,
     Shape,
     ShardOrientation,
+    ShardSpecBase,
     ShardStrategy,
     TensorMemoryLayout,
     TTFatal,
 )
 
 
-class ShardSpec:
+class ShardSpec(ShardSpecBase):
     """ttnn.ShardSpec(grid, shard_shape, shard_orientation): which cores hold the shards of a
     sharded tensor, and the [height, width] of each shard (of the tensor seen as 2-D)."""
 

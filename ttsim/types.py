@@ -124,10 +124,11 @@ BLOCK_FLOATS = (DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 INTEGER_TYPES = (DataType.UINT32, DataType.INT32)
 
 
-def _shard_spec_type() -> type:
-    from .sharding import ShardSpec  # (sharding.py builds on this module: imported at first use)
+class ShardSpecBase:
+    """What a MemoryConfig takes as ``shard_spec``: ttsim.sharding.ShardSpec, the one subclass
+    (it lives there because it holds a CoreRangeSet, and grid.py builds on this module)."""
 
-    return ShardSpec
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class MemoryConfig:
     shard_spec: object = None
 
     def __post_init__(self):
-        if self.shard_spec is not None and not isinstance(self.shard_spec, _shard_spec_type()):
+        if self.shard_spec is not None and not isinstance(self.shard_spec, ShardSpecBase):
             raise TypeError(f"MemoryConfig: shard_spec must be a ttnn.ShardSpec or None, got {self.shard_spec!r}")
 
     def is_sharded(self) -> bool:
