@@ -162,7 +162,14 @@ from .ops.eltwise import (
 from .ops.matmul import linear, matmul
 from .ops.ccl import Topology, all_gather, all_reduce, reduce_scatter
 from .ops.embedding import EmbeddingsType, embedding
-from .ops.normalization import layer_norm, rms_norm, softmax
+from .ops.normalization import (
+    layer_norm,
+    rms_norm,
+    scale_mask_softmax,
+    scale_mask_softmax_in_place,
+    softmax,
+    softmax_in_place,
+)
 from .ops.reduction import argmax, max, mean, plus_one, sum
 from .ops.topk import topk
 from .ops.shape import (
@@ -192,7 +199,6 @@ from .kernel_config import ThrottleLevel, WormholeComputeKernelConfig, init_devi
 from .golden import get_golden_function
 from .ops.kv_cache import fill_cache, update_cache
 from .ops.activation import UnaryOpType, UnaryWithParam
-from .ops.softmax_more import scale_mask_softmax, scale_mask_softmax_in_place, softmax_in_place
 from .ops.layout_ops import (
     Tile,
     interleaved_to_sharded,
