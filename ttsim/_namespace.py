@@ -90,7 +90,6 @@ from .types import (
     uint16,
     uint32,
 )
-from .ops.data_movement import to_layout, typecast
 from .ops.eltwise import (
     SigmoidMode,
     abs,
@@ -207,7 +206,9 @@ from .ops.layout_ops import (
     tilize,
     tilize_with_val_padding,
     tilize_with_zero_padding,
+    to_layout,
     to_memory_config,
+    typecast,
     untilize,
     untilize_with_unpadding,
 )
