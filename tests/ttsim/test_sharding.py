@@ -1,12 +1,11 @@
-"""Issue 40's names from tt-metal's decode-path tests: ShardSpec, num_cores_to_corerangeset(_in_subcoregrids),
-create_sharded_memory_config, interleaved_to_sharded / sharded_to_interleaved, ``<op>.golden_function``,
-ROW_MAJOR of a host block-float tensor, int16 read back as UINT16, and the keywords 0.81.1 lacks.
+"""Sharded placement and core ranges: CoreRange / CoreRangeSet, ShardSpec,
+num_cores_to_corerangeset(_in_subcoregrids), create_sharded_memory_config, the sharded presets,
+interleaved_to_sharded / sharded_to_interleaved, and the check a card makes before it places a
+tensor with a sharded memory config (ttsim/sharding.py).
 
 Each semantic is checked twice: against what the real ttnn 0.81.1 host path gave
 (``real["sharding"]``, recorded by conformance/dump_ttnn.py's probe_sharding), and by a ttsim-only
 test of its own (values on a device, refusals at the call)."""
-
-import inspect
 
 import pytest
 import torch
@@ -112,62 +111,6 @@ def test_shard_spec_and_core_range_set_print_and_compare_as_real(real):
     assert _same(order["overlap"], _outcome(lambda: _crs([(0, 0, 1, 1), (1, 1, 2, 2)])))
 
 
-def test_int16_reads_back_as_uint16_with_negatives_wrapped_as_real(real):
-    """0.81.1 stores int16 as UINT16 and hands torch a uint16 DLPack array: -15884 -> 49652
-    (tt-metal tests expecting torch.int16 target another version)."""
-    want = real["sharding"]["host_readbacks"]["int16"]
-    assert want["dtype"] == "DataType.UINT16" and want["to_torch_dlpack_dtype"] == "uint16"
-    x = torch.tensor([[-15884, 3, -1, 32767, -32768]], dtype=torch.int16)
-    t = ttsim.Tensor(x)
-    out = ttsim.to_torch(t)
-    assert repr(t.dtype) == want["dtype"] and out.dtype == torch.uint16
-    assert out.to(torch.int64).tolist() == want["to_torch_dlpack"] == want["to_numpy"]
-    assert str(t.to_numpy().dtype) == want["to_numpy_dtype"]
-
-
-def test_block_float_host_row_major_matches_real(real):
-    """ROW_MAJOR of a host bfloat8_b/bfloat4_b tensor: unchanged (still TILE) when it fills its
-    tiles, refused where the host would have to unpad; by Tensor.to and by to_layout alike."""
-    cases = real["sharding"]["host_readbacks"]["block_float_to_row_major"]
-    assert len(cases) == 20
-    bad = []
-    for key, want in cases.items():
-        dt, rest = key.split(" ", 1)
-        shape_text, route = rest.rsplit(" ", 1)
-        shape = [int(d) for d in shape_text.strip("[]").split(",")]
-        x = (torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape) - 700) * 0.013
-        src = ttsim.from_torch(x, dtype=getattr(ttsim, dt), layout=T)
-        try:
-            r = src.to(RM) if route == "Tensor.to" else ttsim.to_layout(src, RM)
-            got = {"dtype": repr(r.dtype), "layout": repr(r.layout), "shape": list(r.shape),
-                   "values_kept": torch.equal(ttsim.to_torch(r), ttsim.to_torch(src))}
-        except ttsim.TTFatal as e:
-            got = f"ERR {e}"
-        ok = _same(want, got) if isinstance(want, str) else got == want
-        if not ok:
-            bad.append(f"{key}: ttnn {want}, ttsim {got}")
-    assert not bad, "\n".join(bad)
-
-
-def test_keywords_0_81_1_lacks_are_refused_by_name(real):
-    """API drift: newer tt-metal tests pass these; 0.81.1's signatures have none of them."""
-    sigs = real["signatures"]
-    for op, kw in (("argmax", "use_multicore"), ("embedding", "queue_id"), ("untilize", "use_pack_untilize"),
-                   ("untilize_with_unpadding", "use_pack_untilize")):
-        real_params = {p["name"] for ov in sigs[f"ttnn.{op}"]["overloads"] for p in ov["params"]}
-        assert kw not in real_params, (op, kw)
-        assert kw not in inspect.signature(getattr(ttsim, op)).parameters
-    assert "ttnn.device.ClearKernelCache" in sigs and "ttnn.device.DisablePersistentKernelCache" not in sigs
-    assert not hasattr(ttsim.device, "DisablePersistentKernelCache")
-
-
-def test_golden_function_attribute_as_real(real):
-    expr = real["constants"]["expressions"]
-    assert expr["ttnn.argmax.golden_function is not None"] == "True"
-    assert expr["ttnn.embedding.golden_function is not None"] == "True"
-    assert ttsim.argmax.golden_function is ttsim.get_golden_function(ttsim.argmax)
-
-
 # -- ttsim's own checks ---------------------------------------------------------------------------
 
 def _sharded_cfg(shard=(32, 64), layout=ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ranges=((0, 0, 7, 0),)):
@@ -250,40 +193,6 @@ def test_shard_grid_helpers_feed_a_decode_shard_config():
         ttsim.MemoryConfig(ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ttsim.BufferType.L1, object())
 
 
-def test_block_float_host_tensor_goes_row_major_only_when_it_fills_its_tiles():
-    x = torch.randn(2, 64, 32)
-    t = ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=T)
-    r = t.cpu().to(RM)  # tt-metal's cache.cpu().to(ROW_MAJOR_LAYOUT).to_torch()
-    assert r.dtype == ttsim.bfloat8_b and r.layout == T and torch.equal(r.to_torch(), t.to_torch())
-    with pytest.raises(ttsim.TTFatal, match=r"Tensor layout must be ROW_MAJOR for unpadding"):
-        ttsim.from_torch(torch.randn(2, 33), dtype=ttsim.bfloat4_b, layout=T).to(RM)
-
-
-def test_goldens_of_the_decode_path_ops():
-    idx = torch.tensor([[2, 0, 1]])
-    w = torch.randn(4, 8)
-    assert torch.equal(ttsim.embedding.golden_function(idx.to(torch.int32), w), w[idx])
-    assert ttsim.embedding.golden_function(idx, w, dtype=ttsim.bfloat16).dtype == torch.bfloat16
-    x = torch.tensor([[1.0, 5.0, 5.0, 2.0]])
-    assert ttsim.argmax.golden_function(x, dim=-1).tolist() == [1]
-    assert torch.equal(ttsim.untilize_with_unpadding.golden_function(torch.ones(4, 64), [1, 30]), torch.ones(2, 31))
-    assert ttsim.rms_norm.golden_function is ttsim.get_golden_function(ttsim.rms_norm)
-    assert ttsim.experimental.rotary_embedding.golden_function is None  # no golden in ttsim: None, as ttnn's
-    with pytest.raises(ttsim.TTFatal, match=r"does not have a golden function"):
-        ttsim.get_golden_function(ttsim.experimental.rotary_embedding)
-
-
-def test_keywords_0_81_1_lacks_raise_a_type_error_naming_them(device):
-    t = ttsim.from_torch(torch.randn(1, 1, 32, 32), dtype=ttsim.bfloat16, layout=T, device=device)
-    with pytest.raises(TypeError, match=r"use_pack_untilize"):
-        ttsim.untilize(t, use_pack_untilize=True)
-    with pytest.raises(TypeError, match=r"use_multicore"):
-        ttsim.argmax(ttsim.untilize(t), dim=-1, use_multicore=True)
-    ids = ttsim.from_torch(torch.zeros(1, 32, dtype=torch.int32), dtype=ttsim.uint32, device=device)
-    with pytest.raises(TypeError, match=r"queue_id"):
-        ttsim.embedding(ids, t, queue_id=0)
-
-
 def test_sdpa_decode_on_subcoregrids_compiles_once(device):
     """tt-metal's test_sdpa_decode_sharded_on_subcoregrids: the same decode twice, sharded in and out,
     with shard grids from num_cores_to_corerangeset_in_subcoregrids, is one program."""
@@ -307,39 +216,6 @@ def test_sdpa_decode_on_subcoregrids_compiles_once(device):
         assert out.memory_config() == cfg
         ttsim.to_torch(out)
     assert device.num_program_cache_entries() == 1
-
-
-UNARY_WITH_NEW_GOLDENS = ["floor", "ceil", "sign", "erf", "erfc", "exp2", "expm1", "log1p", "sinh", "cosh", "atan",
-                          "relu6", "softsign", "hardsigmoid", "hardswish"]
-
-
-@pytest.mark.parametrize("name", UNARY_WITH_NEW_GOLDENS)
-def test_each_new_unary_golden_agrees_with_the_op(device, name):
-    x = torch.linspace(-3.0, 3.0, 32 * 64).reshape(1, 1, 32, 64)
-    op = getattr(ttsim, name)
-    got = ttsim.to_torch(op(ttsim.from_torch(x, dtype=ttsim.float32, layout=T, device=device)))
-    assert torch.allclose(got, op.golden_function(x), rtol=1e-5, atol=1e-5, equal_nan=True), name
-
-
-def test_new_shape_and_compare_goldens_agree_with_their_ops(device):
-    x = torch.randn(2, 3, 32, 64, generator=torch.Generator().manual_seed(40))
-    y = torch.randn(2, 3, 32, 64, generator=torch.Generator().manual_seed(41))
-    tx, ty = (ttsim.from_torch(v, dtype=ttsim.float32, layout=T, device=device) for v in (x, y))
-    checks = [
-        (ttsim.permute, (tx, (0, 2, 1, 3)), (x, (0, 2, 1, 3))),
-        (ttsim.transpose, (tx, 1, 3), (x, 1, 3)),
-        (ttsim.reshape, (tx, (6, 32, 64)), (x, (6, 32, 64))),
-        (ttsim.concat, ([tx, ty], 1), ([x, y], 1)),
-        (ttsim.repeat, (tx, ttsim.Shape([1, 2, 1, 1])), (x, [1, 2, 1, 1])),
-        (ttsim.slice, (tx, [0, 1, 0, 0], [2, 3, 32, 32]), (x, [0, 1, 0, 0], [2, 3, 32, 32])),
-        (ttsim.gt, (tx, ty), (x, y)), (ttsim.le, (tx, ty), (x, y)), (ttsim.ne, (tx, tx), (x, x)),
-        (ttsim.where, (ttsim.gt(tx, ty), tx, ty), (x > y, x, y)),
-        (ttsim.clamp, (tx, -0.5, 0.5), (x, -0.5, 0.5)),
-    ]
-    for op, dev_args, torch_args in checks:
-        got = ttsim.to_torch(op(*dev_args)).to(torch.float32)
-        want = op.golden_function(*torch_args).to(torch.float32)
-        assert torch.equal(got, want), op.__name__
 
 
 # -- each rule once more, by hand (values from tt-metal's work split and tensor_spec rules) ----------
@@ -445,3 +321,44 @@ def test_equal_shard_configs_built_apart_share_one_program(device):
     assert device.num_program_cache_entries() == 1 and device.program_cache.hits == 1
     ttsim.neg(x, memory_config=_sharded_cfg(ranges=((0, 0, 3, 1),)))  # the same shards on other cores
     assert device.num_program_cache_entries() == 2
+
+
+# -- CoreRange / CoreRangeSet, the sharded presets ---------------------------------------------
+
+def test_core_range_as_ttnn_prints_and_counts_it():
+    r = ttsim.CoreRange(CC(0, 0), CC(1, 2))
+    assert repr(r) == "[0-0 - 1-2]" and repr(r.grid_size()) == "2-3"
+    assert (r.start, r.end) == (CC(0, 0), CC(1, 2))
+    assert r.contains(CC(1, 2)) and not r.contains(CC(2, 0)) and r.contains(ttsim.CoreRange(CC(0, 1), CC(1, 1)))
+    with pytest.raises(ttsim.TTFatal, match=r"invalid core range"):
+        ttsim.CoreRange(CC(2, 0), CC(1, 0))
+
+
+def test_core_range_set_as_ttnn():
+    a = ttsim.CoreRange(CC(0, 0), CC(1, 2))
+    s = ttsim.CoreRangeSet({a})
+    assert repr(s) == "{[0-0 - 1-2]}" and s.num_cores() == 6 and s.size() == 1 and not s.empty()
+    assert repr(s.bounding_box()) == "[0-0 - 1-2]" and s.ranges() == [a]
+    empty = ttsim.CoreRangeSet([])
+    assert repr(empty) == "{}" and empty.empty() and empty.num_cores() == 0
+    two = ttsim.CoreRangeSet([ttsim.CoreRange(CC(1, 0), CC(3, 9)), ttsim.CoreRange(CC(5, 0), CC(6, 9))])
+    assert two.num_cores() == 30 + 20 and repr(two.bounding_box()) == "[1-0 - 6-9]"
+    assert two.contains(CC(5, 3)) and not two.contains(CC(4, 3))
+    with pytest.raises(ttsim.TTFatal, match=r"core ranges \[0-0 - 1-2\] and \[1-2 - 2-2\] overlap!"):
+        ttsim.CoreRangeSet([a, ttsim.CoreRange(CC(1, 2), CC(2, 2))])
+
+
+def test_sharded_presets_and_enums():
+    mc = ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG
+    assert mc.is_sharded() and mc.buffer_type == ttsim.BufferType.L1
+    assert mc.memory_layout == ttsim.TensorMemoryLayout.HEIGHT_SHARDED and mc.shard_spec is None
+    assert ttsim.L1_WIDTH_SHARDED_MEMORY_CONFIG.memory_layout == ttsim.TensorMemoryLayout.WIDTH_SHARDED
+    assert repr(ttsim.ShardStrategy.HEIGHT) == "<ShardStrategy.HEIGHT: 1>"  # a Python enum in ttnn.types
+    assert repr(ttsim.ShardOrientation.COL_MAJOR) == "ShardOrientation.COL_MAJOR"
+
+
+def test_a_tensor_moved_to_a_sharded_preset_keeps_its_values(device):
+    x = torch.randn(1, 1, 64, 32, generator=torch.Generator().manual_seed(2))
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    moved = ttsim.to_memory_config(t, ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+    assert moved.memory_config() == ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG and torch.equal(ttsim.to_torch(moved), x)
