@@ -695,6 +695,15 @@ def dump_constants() -> dict:
         "ttnn.Layout.TILE.value", "type(ttnn.DataType).__name__", "ttnn.DataType.__mro__[1].__name__",
         "repr(ttnn.CoreCoord(8, 8))", "repr(ttnn.CoreGrid(y=8, x=8))",
         "ttnn.bfloat16 == ttnn.DataType.BFLOAT16", "ttnn.TILE_LAYOUT == ttnn.Layout.TILE",
+        "repr(ttnn.SDPAProgramConfig(compute_with_storage_grid_size=ttnn.CoreCoord(8, 4), sub_core_grids=ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(1, 0), ttnn.CoreCoord(3, 9)), ttnn.CoreRange(ttnn.CoreCoord(5, 0), ttnn.CoreCoord(6, 9))]), q_chunk_size=32, k_chunk_size=32))",
+        "repr(ttnn.ShardSpec(ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 3))]), [32, 64], ttnn.ShardOrientation.ROW_MAJOR))",
+        "ttnn.ShardSpec(ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 3))]), [32, 64], ttnn.ShardOrientation.ROW_MAJOR) == ttnn.ShardSpec(ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 3))]), (32, 64), ttnn.ShardOrientation.ROW_MAJOR)",
+        "ttnn.ShardSpec(ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(7, 3))]), [32, 64, 3], ttnn.ShardOrientation.ROW_MAJOR)",
+        "repr(ttnn.num_cores_to_corerangeset(20, ttnn.CoreCoord(8, 8), True))",
+        "repr(ttnn.num_cores_to_corerangeset(8, ttnn.CoreCoord(8, 8)))",
+        "repr(ttnn.create_sharded_memory_config((1, 1, 256, 64), ttnn.CoreGrid(y=2, x=4), ttnn.ShardStrategy.HEIGHT))",
+        "ttnn.create_sharded_memory_config((1, 1, 250, 64), ttnn.CoreGrid(y=2, x=4), ttnn.ShardStrategy.HEIGHT)",
+        "ttnn.argmax.golden_function is not None", "ttnn.embedding.golden_function is not None",
         "[ttnn.DataType(i).name for i in range(0, 16) if i in {m.value for m in ttnn.DataType}]",
     ]:
         try:
@@ -1307,6 +1316,7 @@ def _main(dest: str, md) -> int:
     data["device"] = probe_device()
     data["fabric"] = probe_fabric()
     data["tt_fatal_texts"] = probe_tt_fatal_texts()
+    data["sharding"] = probe_sharding()
     text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, default=str)
     tmp = dest + ".tmp"
     with open(tmp, "w") as f:
@@ -1411,7 +1421,191 @@ TT_FATAL_TEXTS = (
     "Input tensor must be BFLOAT16, BFLOAT8_B, or FLOAT32, got: {}",
     "The size of the supplied mesh shape {} does not match the device shape size {}",
     "ND sharding requires the number of chunks {} to match the mesh dimension size {}",
+    "Physical shard shape {} must be tile {} sized!",
+    "Shard width {} must match physical width {} for height sharded",
+    "Number of shards along height {} must not exceed number of cores {}",
+    "Input tensor must be Interleaved",
+    "Output memory config must be sharded",
+    "Input tensor must be sharded",
+    "Output memory config must be Interleaved",
+    "Tensor layout must be ROW_MAJOR for unpadding",
+    "Target number of cores {} is greater than total number of available cores {}",
 )
+
+
+def _outcome(fn) -> str:
+    """repr of fn()'s result, or "ERR <type>: <the TT_FATAL's info line, or the first line>"."""
+    try:
+        return safe_repr(fn(), 1000)
+    except Exception as e:  # noqa: BLE001 - the refusal is the measurement
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        info = lines[lines.index("info:") + 1] if "info:" in lines[:-1] else (lines[0] if lines else "")
+        return f"ERR {type(e).__name__}: {info}"
+
+
+#: (target_num_cores, grid x, grid y, row_wise)
+CORE_COUNT_CASES = [(1, 8, 8, False), (8, 8, 8, True), (8, 8, 8, False), (9, 8, 8, True), (9, 8, 8, False),
+                    (20, 8, 8, True), (20, 8, 8, False), (64, 8, 8, True), (65, 8, 8, True), (65, 8, 8, False),
+                    (0, 8, 8, True), (13, 5, 3, True), (13, 5, 3, False), (110, 11, 10, True), (5, 0, 8, True)]
+#: the sub-core grids of tt-metal's SDPA-decode test, and a single 4x2 range
+SUB_GRIDS = {"decode": [(1, 0, 3, 9), (5, 0, 6, 9)], "box": [(0, 0, 3, 1)]}
+#: (sub grid, start x, start y, target_num_cores, row_wise)
+SUB_GRID_CASES = [("decode", 1, 0, 8, True), ("decode", 1, 0, 32, True), ("decode", 1, 0, 32, False),
+                  ("decode", 1, 0, 50, True), ("decode", 1, 0, 51, True), ("decode", 2, 1, 5, True),
+                  ("decode", 2, 1, 5, False), ("decode", 4, 0, 5, True), ("decode", 1, 0, 0, True),
+                  ("decode", 5, 8, 12, True), ("decode", 1, 0, 1, True), ("box", 0, 0, 5, False)]
+#: (shape, CoreGrid (x, y) or a range list, strategy, orientation, use_height_and_width_as_shard_shape)
+SHARDED_CONFIG_CASES = [((1, 1, 256, 64), (4, 2), "HEIGHT", None, False), ((1, 1, 256, 64), (4, 2), "WIDTH", None, False),
+                        ((1, 1, 256, 64), (4, 2), "BLOCK", None, False), ((1, 1, 256, 64), (4, 2), "BLOCK", "COL_MAJOR", False),
+                        ((1, 1, 250, 64), (4, 2), "HEIGHT", None, False), ((2, 3, 32, 128), (8, 1), "HEIGHT", None, False),
+                        ((32, 128), [(0, 0, 7, 3)], "HEIGHT", None, True), ((32, 128), [(0, 0, 7, 3)], "HEIGHT", None, False),
+                        ((32, 128), [(0, 0, 7, 3)], "WIDTH", "COL_MAJOR", True), ((1, 1, 256, 64), (4, 2), "LAYOUT", None, False)]
+#: (shape, layout, dtype, memory layout, grid ranges, shard shape, orientation, buffer type): the card's placement check
+_R42 = [(0, 0, 3, 1)]
+PLACEMENT_CASES = [
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (64, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (16, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (48, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (0, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 250, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 260, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "DRAM"),
+    ((1, 1, 256, 64), "TILE", "bfloat8_b", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((2, 100, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (96, 64), "ROW_MAJOR", "L1"),
+    ((64,), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 32, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 96), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0), (0, 2, 2, 2)], (32, 64), "ROW_MAJOR", "L1"),
+    ((8, 1, 32, 128), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 7, 0)], (32, 128), "ROW_MAJOR", "L1"),
+    ((8, 1, 1, 64), "TILE", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0)], (32, 64), "ROW_MAJOR", "L1"),
+    ((8, 1, 1, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", [(0, 0, 3, 0)], (2, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (13, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (12, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (24, 60), "ROW_MAJOR", "L1"),
+    ((1, 1, 100, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (24, 70), "ROW_MAJOR", "L1"),
+    ((1, 1, 32, 64), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (32, 96), "ROW_MAJOR", "L1"),
+    ((64,), "ROW_MAJOR", "bfloat16", "HEIGHT_SHARDED", _R42, (1, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 32, 512), "TILE", "bfloat16", "WIDTH_SHARDED", _R42, (32, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 32, 512), "TILE", "bfloat16", "WIDTH_SHARDED", _R42, (32, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "WIDTH_SHARDED", _R42, (256, 8), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 256), "TILE", "bfloat16", "WIDTH_SHARDED", _R42, (128, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "ROW_MAJOR", "bfloat16", "WIDTH_SHARDED", _R42, (256, 24), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "ROW_MAJOR", "bfloat16", "WIDTH_SHARDED", _R42, (200, 24), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "ROW_MAJOR", "bfloat16", "WIDTH_SHARDED", _R42, (256, 4), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 128), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (128, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 128), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (64, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (128, 16), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 128), "TILE", "bfloat16", "BLOCK_SHARDED", [(0, 0, 1, 3)], (64, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 128), "TILE", "bfloat16", "BLOCK_SHARDED", [(0, 0, 1, 3)], (64, 64), "COL_MAJOR", "L1"),
+    ((1, 1, 128, 512), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (64, 64), "ROW_MAJOR", "L1"),
+    ((1, 1, 128, 512), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (64, 128), "COL_MAJOR", "L1"),
+    ((1, 1, 128, 512), "TILE", "bfloat16", "BLOCK_SHARDED", _R42, (32, 256), "COL_MAJOR", "L1"),
+    ((1, 1, 48, 64), "ROW_MAJOR", "bfloat16", "BLOCK_SHARDED", _R42, (20, 20), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "BLOCK_SHARDED", [(0, 0, 3, 0), (0, 2, 2, 2)], (128, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "BLOCK_SHARDED", [(0, 0, 1, 1), (2, 0, 3, 1)], (128, 16), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 128), "TILE", "bfloat16", "BLOCK_SHARDED", [(0, 0, 1, 1), (2, 0, 3, 1)], (128, 32), "ROW_MAJOR", "L1"),
+    ((1, 1, 256, 64), "TILE", "bfloat16", "INTERLEAVED", _R42, (7, 64), "ROW_MAJOR", "L1"),
+]
+
+
+def _crs(ranges):
+    return ttnn.CoreRangeSet([ttnn.CoreRange(ttnn.CoreCoord(a, b), ttnn.CoreCoord(c, d)) for a, b, c, d in ranges])
+
+
+def _host_readbacks() -> dict:
+    """What the real host path reads back where ttsim had to choose: int16 data stored as UINT16
+    (to_numpy, and the DLPack array to_torch hands torch, caught by a stand-in torch module since
+    this venv has none), and ROW_MAJOR of a block-float host tensor (Tensor.to and to_layout)."""
+    import sys
+    import types as pytypes
+
+    out = {}
+    i16 = np.array([[-15884, 3, -1, 32767, -32768]], dtype=np.int16)
+    t = ttnn.Tensor(i16)
+    arr = t.to_numpy()
+    out["int16"] = {"dtype": repr(t.dtype), "to_numpy_dtype": str(arr.dtype), "to_numpy": arr.tolist()}
+    handed = []
+    fake = pytypes.ModuleType("torch")
+    fake.__version__ = "2.9.0"
+    fake.utils = pytypes.ModuleType("torch.utils")
+    fake.utils.dlpack = pytypes.ModuleType("torch.utils.dlpack")
+    fake.utils.dlpack.from_dlpack = lambda x: handed.append(x) or x
+    saved = {k: sys.modules.get(k) for k in ("torch", "torch.utils", "torch.utils.dlpack")}
+    sys.modules.update({"torch": fake, "torch.utils": fake.utils, "torch.utils.dlpack": fake.utils.dlpack})
+    try:
+        t.to_torch()
+        via = np.from_dlpack(handed[-1])
+        out["int16"]["to_torch_dlpack_dtype"] = str(via.dtype)
+        out["int16"]["to_torch_dlpack"] = via.tolist()
+    except Exception as e:  # noqa: BLE001
+        out["int16"]["to_torch_dlpack_dtype"] = f"ERR {type(e).__name__}: {clean(str(e), 200)}"
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+    blocks = {}
+    for dt in ("bfloat8_b", "bfloat4_b"):
+        for shape in ((2, 64, 32), (32, 64), (2, 32), (40, 32), (32,)):
+            a = (np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) - 700) * 0.013
+            src = ttnn.Tensor(a, getattr(ttnn, dt), None, ttnn.TILE_LAYOUT)
+            for route, fn in (("Tensor.to", lambda: src.to(ttnn.ROW_MAJOR_LAYOUT)),
+                              ("to_layout", lambda: ttnn.to_layout(src, ttnn.ROW_MAJOR_LAYOUT))):
+                try:
+                    r = fn()
+                    res = {"dtype": repr(r.dtype), "layout": repr(r.layout), "shape": list(r.shape),
+                           "values_kept": bool(np.array_equal(r.to_numpy(), src.to_numpy()))}
+                except Exception as e:  # noqa: BLE001
+                    res = _outcome(lambda e=e: (_ for _ in ()).throw(e))
+                blocks[f"{dt} {list(shape)} {route}"] = res
+    out["block_float_to_row_major"] = blocks
+    return out
+
+
+def probe_sharding() -> dict:
+    """Host-side sharding semantics: core-range helpers, ShardSpec, create_sharded_memory_config,
+    and the placement check a sharded TensorSpec runs (the one a device placement runs)."""
+    C = ttnn.CoreCoord
+    out = {"num_cores_to_corerangeset": [], "num_cores_to_corerangeset_in_subcoregrids": [],
+           "create_sharded_memory_config": [], "placement": []}
+    for n, x, y, rw in CORE_COUNT_CASES:
+        out["num_cores_to_corerangeset"].append(
+            {"args": [n, x, y, rw], "result": _outcome(lambda: ttnn.num_cores_to_corerangeset(n, C(x, y), rw))})
+    for grid, x, y, n, rw in SUB_GRID_CASES:
+        out["num_cores_to_corerangeset_in_subcoregrids"].append({"args": [grid, x, y, n, rw], "result": _outcome(
+            lambda: ttnn.num_cores_to_corerangeset_in_subcoregrids(C(x, y), n, _crs(SUB_GRIDS[grid]), row_wise=rw))})
+    out["sub_grids"] = SUB_GRIDS
+    for shape, grid, strategy, orient, use_hw in SHARDED_CONFIG_CASES:
+        core_grid = ttnn.CoreGrid(x=grid[0], y=grid[1]) if isinstance(grid, tuple) else _crs(grid)
+        strat = getattr(ttnn.ShardStrategy, strategy, ttnn.TensorMemoryLayout.HEIGHT_SHARDED)
+        ori = None if orient is None else getattr(ttnn.ShardOrientation, orient)
+        out["create_sharded_memory_config"].append({
+            "args": [list(shape), grid, strategy, orient, use_hw],
+            "result": _outcome(lambda: ttnn.create_sharded_memory_config(shape, core_grid, strat, ori,
+                                                                         use_height_and_width_as_shard_shape=use_hw))})
+    for shape, layout, dt, ml, ranges, shard, orient, bt in PLACEMENT_CASES:
+        def place():
+            spec = ttnn.ShardSpec(_crs(ranges), list(shard), getattr(ttnn.ShardOrientation, orient))
+            ttnn.TensorSpec(ttnn.Shape(list(shape)), getattr(ttnn, dt), getattr(ttnn.Layout, layout),
+                            getattr(ttnn.TensorMemoryLayout, ml), spec, getattr(ttnn.BufferType, bt))
+            return "OK"
+        out["placement"].append({"args": [list(shape), layout, dt, ml, ranges, list(shard), orient, bt],
+                                 "result": _outcome(place).strip("'")})
+    spec = ttnn.ShardSpec(_crs([(5, 0, 6, 9), (1, 0, 3, 9)]), [32, 128], ttnn.ShardOrientation.COL_MAJOR)
+    out["shard_spec"] = {"repr": repr(spec), "shape": safe_repr(spec.shape), "grid": repr(spec.grid),
+                         "orientation": repr(spec.orientation), "num_cores": spec.num_cores(),
+                         "memory_config": repr(ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED,
+                                                                 ttnn.BufferType.L1, spec))}
+    out["core_range_set_order"] = {
+        "list": repr(_crs([(5, 0, 6, 9), (1, 0, 3, 9)])),
+        "set": repr(ttnn.CoreRangeSet({ttnn.CoreRange(C(a, b), C(a, b)) for a, b in ((2, 0), (0, 1), (1, 0), (0, 3))})),
+        "list_order_matters_for_eq": bool(_crs([(0, 1, 0, 1), (1, 0, 1, 0)]) == _crs([(1, 0, 1, 0), (0, 1, 0, 1)])),
+        "overlap": _outcome(lambda: _crs([(0, 0, 1, 1), (1, 1, 2, 2)])),
+    }
+    out["host_readbacks"] = _host_readbacks()
+    return out
 
 
 def probe_tt_fatal_texts() -> dict:

@@ -3,8 +3,10 @@
 tt-metal's tests compute their expected values with it (``ttnn.get_golden_function(ttnn.add)
 (torch_a, torch_b)``). These are ttsim's own references, with the signatures and semantics of
 ttnn 0.81.1's goldens (measured: matmul/linear apply the program config's fused activation,
-else ``activation``; softmax's dim defaults to -1; rms_norm adds the residual first). An op
-without one raises as ttnn does: ``<op> does not have a golden function``.
+else ``activation``; softmax's dim defaults to -1; rms_norm adds the residual first; layout and
+sharding conversions pass values through, converting to a given dtype). Every op also carries
+them as ``op.golden_function`` (None without one), the attribute form tt-metal's tests use. An
+op without one raises as ttnn does: ``<op> does not have a golden function``.
 """
 
 from __future__ import annotations
@@ -135,6 +137,121 @@ def _joint(input_tensor_q, input_tensor_k, input_tensor_v, joint_tensor_q, joint
     return out[..., :n, :], out[..., n:, :]
 
 
+def _as_dtype(x, dtype):
+    """A result as ``dtype`` (a ttnn DataType) would hold it, as 0.81.1's golden_to_output_dtype."""
+    if dtype is None:
+        return x
+    from .numerics import TORCH_STORAGE
+
+    return x.to(TORCH_STORAGE[dtype])
+
+
+def _same(input_tensor, *args, **kwargs):  # layout and placement ops: the values are the input's
+    return input_tensor
+
+
+def _with_dtype(key: str):
+    def golden(input_tensor, *args, **kwargs):
+        return _as_dtype(input_tensor, kwargs.get(key))
+
+    return golden
+
+
+def _resharded(input_tensor, *args, output_dtype=None, **kwargs):
+    # both sharding conversions end their positional arguments with the optional output_dtype
+    from .types import DataType
+
+    if output_dtype is None and args and isinstance(args[-1], DataType):
+        output_dtype = args[-1]
+    return _as_dtype(input_tensor, output_dtype)
+
+
+def _untilize_with_unpadding(input_tensor, output_tensor_end, *args, **kwargs):
+    return input_tensor[tuple(slice(0, int(e) + 1) for e in output_tensor_end)]
+
+
+def _argmax(input_tensor, dim=None, keepdim=False, **_):
+    return torch.argmax(input_tensor) if dim is None else torch.argmax(input_tensor, dim, keepdim)
+
+
+def _embedding(input_tensor, weight, *, dtype=None, **_):
+    return _as_dtype(F.embedding(input_tensor.to(torch.int64), weight), dtype)
+
+
+def _permute(input_tensor, dims, **_):
+    return torch.permute(input_tensor, tuple(dims))
+
+
+def _reshape(input_tensor, shape, *args, **_):
+    return input_tensor.reshape(tuple(shape)).contiguous().clone()
+
+
+def _squeeze(input_tensor, dim=None, *args, **_):
+    if dim is None:
+        return torch.squeeze(input_tensor)
+    return torch.squeeze(input_tensor, tuple(dim) if isinstance(dim, (list, tuple)) else dim)
+
+
+def _unsqueeze(input_tensor, dim, *args, **_):
+    return torch.unsqueeze(input_tensor, dim)
+
+
+def _transpose(input_tensor, dim1, dim2, *args, **_):
+    return torch.transpose(input_tensor, dim1, dim2)
+
+
+def _concat(tensors, dim=0, groups=1, **_):
+    if groups != 1:
+        raise TTFatal("concat golden: groups != 1 is not modelled by ttsim")
+    return torch.cat(list(tensors), dim)
+
+
+def _repeat(tensor, shape, **_):
+    dims = [int(d) for d in shape]
+    return tensor.repeat(*([1] * (tensor.dim() - len(dims)) + dims))  # fewer dims: leading 1s, as ttnn
+
+
+def _slice(input_tensor, slice_start=None, slice_end=None, slice_step=None, *args, **kwargs):
+    starts = kwargs.get("starts") if slice_start is None else slice_start
+    ends = kwargs.get("ends") if slice_end is None else slice_end
+    steps = kwargs.get("steps") if slice_step is None else slice_step
+    steps = [1] * len(starts) if steps is None else steps
+    return input_tensor[tuple(slice(int(a), int(b), int(c)) for a, b, c in zip(starts, ends, steps))]
+
+
+def _plus_one(input_tensor, *args, skip_negative_entries=False, **_):
+    # in place, as the op; negative entries kept with skip_negative_entries
+    if skip_negative_entries:
+        keep = (input_tensor >= 0) & (input_tensor < 2**31 - 1)
+        input_tensor.copy_(torch.where(keep, input_tensor + 1, input_tensor))
+    else:
+        input_tensor.add_(1)
+    return input_tensor
+
+
+def _compare(fn):
+    def golden(input_tensor_a, input_tensor_b, *args, dtype=None, **kwargs):
+        return _as_dtype(_binary(fn)(input_tensor_a, input_tensor_b, **kwargs), dtype)
+
+    return golden
+
+
+def _where(predicate, true_value, false_value, *args, **_):  # any nonzero predicate picks true_value
+    return torch.where(torch.ne(predicate, 0), true_value, false_value)
+
+
+def _pow(input_tensor, exponent, *args, dtype=None, **_):
+    return _as_dtype(torch.pow(input_tensor, exponent), dtype)
+
+
+def _clamp(input_tensor, min=None, max=None, *args, **_):  # noqa: A002 - ttnn's names
+    return torch.clamp(input_tensor, min, max)
+
+
+def _leaky_relu(input_tensor, negative_slope=0.01, *args, **_):
+    return F.leaky_relu(input_tensor, negative_slope=negative_slope)
+
+
 def _goldens(t) -> dict:
     """The golden of each op ttsim models, keyed by the op object of the namespace ``t``."""
     return {
@@ -148,16 +265,46 @@ def _goldens(t) -> dict:
         t.matmul: _matmul, t.linear: _linear, t.softmax: _softmax, t.rms_norm: _rms_norm,
         t.layer_norm: _layer_norm, t.sum: _reduce(torch.sum), t.mean: _reduce(torch.mean), t.max: _reduce(_max),
         t.transformer.joint_scaled_dot_product_attention: _joint, t.topk: _topk, t.unsqueeze_to_4D: _unsqueeze_to_4d,
+        # layout and placement: the values pass through (a dtype argument converts them)
+        t.to_layout: _same, t.to_memory_config: _same, t.untilize: _same,
+        t.untilize_with_unpadding: _untilize_with_unpadding, t.tilize: _with_dtype("dtype"),
+        t.tilize_with_zero_padding: _with_dtype("output_dtype"), t.tilize_with_val_padding: _with_dtype("dtype"),
+        t.clone: _with_dtype("dtype"), t.interleaved_to_sharded: _resharded, t.sharded_to_interleaved: _resharded,
+        # shape and indexing
+        t.argmax: _argmax, t.embedding: _embedding, t.permute: _permute, t.reshape: _reshape, t.squeeze: _squeeze,
+        t.unsqueeze: _unsqueeze, t.transpose: _transpose, t.concat: _concat, t.repeat: _repeat, t.slice: _slice,
+        t.plus_one: _plus_one,
+        # more eltwise
+        t.eq: _compare(torch.eq), t.ne: _compare(torch.ne), t.gt: _compare(torch.gt), t.ge: _compare(torch.ge),
+        t.lt: _compare(torch.lt), t.le: _compare(torch.le), t.where: _where, t.pow: _pow, t.clamp: _clamp,
+        t.clip: _clamp, t.leaky_relu: _leaky_relu, t.floor: _unary(torch.floor), t.ceil: _unary(torch.ceil),
+        t.sign: _unary(torch.sign), t.erf: _unary(torch.erf), t.erfc: _unary(torch.erfc), t.exp2: _unary(torch.exp2),
+        t.expm1: _unary(torch.expm1), t.log1p: _unary(torch.log1p), t.sinh: _unary(torch.sinh),
+        t.cosh: _unary(torch.cosh), t.atan: _unary(torch.atan), t.isnan: _unary(torch.isnan),
+        t.logical_not: _unary(torch.logical_not), t.relu6: _unary(F.relu6), t.softsign: _unary(F.softsign),
+        t.hardsigmoid: _unary(F.hardsigmoid), t.hardswish: _unary(F.hardswish),
     }
 
 
 _TABLE: dict = {}
 
 
+def _ops(namespace):
+    """Every op function ``namespace`` exports (its own names and transformer./experimental.)."""
+    for mod in (namespace, namespace.transformer, namespace.experimental):
+        for name, obj in vars(mod).items():
+            if not name.startswith("_") and callable(obj) and getattr(obj, "__module__", "").startswith("ttsim.ops"):
+                if not isinstance(obj, type):
+                    yield obj
+
+
 def install(namespace) -> None:
     """Key the goldens by ``namespace``'s op objects (ttsim._namespace hands itself over once
-    every op is imported, so this module never imports the package)."""
+    every op is imported, so this module never imports the package), and give every op the
+    ``golden_function`` attribute ttnn's operations carry: its golden, or None."""
     _TABLE.update(_goldens(namespace))
+    for op in _ops(namespace):
+        op.golden_function = _TABLE.get(op)
 
 
 def get_golden_function(operation):

@@ -53,6 +53,7 @@ _TILE_PADDING = {"pad_value": "fills tile padding only; logical values unchanged
 #: Op-specific hints, keyed by the op's path below ``ttsim`` (as EXTENSIONS is).
 PER_OP: dict[str, dict[str, str]] = {
     "sigmoid": {"mode": "SigmoidMode accuracy choice: ttsim computes the accurate sigmoid in every mode"},
+    "interleaved_to_sharded": {"keep_l1_aligned": "keeps shard pages L1-aligned: placement only"},
     "transformer.chunk_gated_delta_rule": {
         "wy_inverse": "algorithm for the chunk's WY inverse (AUTO/...): same values up to rounding",
         "eye": _HELPER_TENSOR,

@@ -12,6 +12,7 @@ from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
 from .numerics import TORCH_STORAGE
 from .seed import derive, junk_bytes
+from .sharding import check_placement
 from .types import (
     BLOCK_FLOATS,
     DRAM_MEMORY_CONFIG,
@@ -49,6 +50,16 @@ def check_layout_change(tensor: "Tensor", layout, dtype) -> DataType:
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"to_layout: {dtype!r} requires TILE_LAYOUT; typecast to bfloat16 first")
     return dtype
+
+
+def host_block_float_to_row_major(tensor: "Tensor") -> "Tensor":
+    """ROW_MAJOR of a host bfloat8_b/bfloat4_b tensor, as 0.81.1's host to_layout does it (measured):
+    a block float has no row-major form, so a tensor that fills its tiles comes back as it is
+    (still TILE, same dtype and values) and one with tile padding fails where the host unpads."""
+    if tuple(reported_padded_shape(tuple(tensor._shape))) != tuple(tensor._shape):
+        raise TTFatal(f"to_layout: Tensor layout must be ROW_MAJOR for unpadding ({_describe(tensor)} has tile "
+                      f"padding; typecast to bfloat16 first)")
+    return tensor
 
 
 def host_to_layout(tensor: "Tensor", layout, dtype, pad_value: float) -> "Tensor":
@@ -212,6 +223,8 @@ class Tensor:
                 raise TTFatal("Tensor.to(target_layout) takes only the layout")
             if self._device is not None:  # tt-metal's tensor_to_layout
                 raise TTFatal("Bring tensor to host before converting to target layout")
+            if self._dtype in BLOCK_FLOATS and device == Layout.ROW_MAJOR:
+                return host_block_float_to_row_major(self)
             dtype = check_layout_change(self, device, None)
             return self if device == self._layout else host_to_layout(self, device, dtype, 0.0)
         return to_device(self, device, memory_config=mem_config, queue_id=cq_id)
@@ -553,6 +566,7 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
     if len(host) != n:
         raise TTFatal(f"to_device: tensor has {len(host)} shards but {device!r} has {n} chips")
     mc = memory_config or DRAM_MEMORY_CONFIG
+    check_placement("to_device", tensor._shape, tensor._layout, mc)
     bufs = device.allocate(mc.buffer_type, tensor._dtype, tensor._layout, tensor._padded, "to_device")
 
     def write():
@@ -664,6 +678,7 @@ def allocate_tensor_on_device(shape, dtype: DataType, layout: Layout, mesh_devic
     if dtype in BLOCK_FLOATS and layout != Layout.TILE:
         raise TTFatal(f"allocate_tensor_on_device: {dtype!r} requires TILE_LAYOUT, got {layout!r}")
     mc = memory_config or DRAM_MEMORY_CONFIG
+    check_placement("allocate_tensor_on_device", tuple(shape), layout, mc)
     out = Tensor._make(tuple(shape), dtype, layout, device=device, memory_config=mc)
     bufs = device.allocate(mc.buffer_type, dtype, layout, out._padded, "allocate_tensor_on_device")
     out._buffers = bufs

@@ -4,8 +4,7 @@ comparisons, @ and [] indexing), attached the same way and routed to the same op
 from __future__ import annotations
 
 from .ops import shape as _shape
-from .ops.eltwise import add, divide, eq, multiply, ne, subtract
-from .ops.eltwise_more import ge, gt, le, lt, rdiv
+from .ops.eltwise import add, divide, eq, ge, gt, le, lt, multiply, ne, rdiv, subtract
 from .ops.matmul import matmul
 from .tensor import Tensor
 from .types import TTFatal

@@ -124,11 +124,22 @@ BLOCK_FLOATS = (DataType.BFLOAT8_B, DataType.BFLOAT4_B)
 INTEGER_TYPES = (DataType.UINT32, DataType.INT32)
 
 
+class ShardSpecBase:
+    """What a MemoryConfig takes as ``shard_spec``: ttsim.sharding.ShardSpec, the one subclass
+    (it lives there because it holds a CoreRangeSet, and grid.py builds on this module)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class MemoryConfig:
     memory_layout: TensorMemoryLayout = TensorMemoryLayout.INTERLEAVED
     buffer_type: BufferType = BufferType.DRAM
     shard_spec: object = None
+
+    def __post_init__(self):
+        if self.shard_spec is not None and not isinstance(self.shard_spec, ShardSpecBase):
+            raise TypeError(f"MemoryConfig: shard_spec must be a ttnn.ShardSpec or None, got {self.shard_spec!r}")
 
     def is_sharded(self) -> bool:
         return self.memory_layout != TensorMemoryLayout.INTERLEAVED

@@ -274,7 +274,7 @@ SIGNATURE_EXCEPTIONS = {
     "MeshCoordinate": (
         "real overloads (c0, c1) | (c0, c1, c2) | (coords); ttsim MeshCoordinate(*coords) taking any of them",
         "three overloads cannot be one Python signature; behaviour is compared by "
-        "tests/ttsim/test_names_round2.py (repr, dims(), [], iteration, ==) against the real package's",
+        "tests/ttsim/test_devices.py (repr, dims(), [], iteration, ==) against the real package's",
         _internal_constructor),
     "slice": (
         "real overloads (input_tensor, starts: Tensor, ends: Tensor, slice_step=None, *, ..., slice_dim, "

@@ -1,5 +1,6 @@
 """Device queries tt-metal's tests make: the program cache (hits for the same program,
-new entries for new specs), core_grid and compute_with_storage_grid_size."""
+new entries for new specs), core_grid and compute_with_storage_grid_size, and the arch
+queries (arch(), device.is_blackhole / is_wormhole_b0)."""
 
 import torch
 
@@ -138,3 +139,28 @@ def test_paged_decode_scale_and_window_are_part_of_the_program(device):
     decode(q, k, v, table, cur_pos_tensor=cur, scale=0.25, program_config=_pc(32), sliding_window_size=64)
     decode(q, k, v, table, cur_pos_tensor=cur, scale=0.25, program_config=_pc(32), sliding_window_size=64)
     assert device.num_program_cache_entries() == 3 and device.program_cache.hits == 1
+
+
+# -- the arch queries (arch(), device.is_blackhole / is_wormhole_b0) ---------------------------
+
+def test_a_device_reports_the_blackhole_arch_as_the_ttnn_enum(device):
+    arch = device.arch()
+    assert arch is ttsim.Arch.BLACKHOLE and repr(arch) == "Arch.BLACKHOLE" and arch != ttsim.Arch.WORMHOLE_B0
+    assert ttsim.device.Arch is ttsim.Arch  # ttnn.device.Arch is ttnn.Arch too
+    assert ttsim.get_arch_name() == "blackhole"  # measured: the p150 mock cluster says "blackhole"
+
+
+def test_is_blackhole_and_is_wormhole_b0_with_and_without_a_device(device):
+    # measured on 0.81.1 without a device: is_blackhole() True, is_wormhole_b0() False
+    assert ttsim.device.is_blackhole() is True and ttsim.device.is_wormhole_b0() is False
+    assert ttsim.device.is_blackhole(device) is True and ttsim.device.is_wormhole_b0(device) is False
+
+
+def test_the_device_form_asks_the_device_it_is_given():
+    """With a device the answer is that device's arch(), not the host's arch name."""
+
+    class Wormhole:
+        def arch(self):
+            return ttsim.Arch.WORMHOLE_B0
+
+    assert ttsim.device.is_wormhole_b0(Wormhole()) is True and ttsim.device.is_blackhole(Wormhole()) is False

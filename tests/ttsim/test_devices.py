@@ -1,4 +1,5 @@
-"""Opening devices and meshes, moving tensors, and ttnn-style errors."""
+"""Opening devices and meshes, moving tensors (mesh mappers: ShardTensorToMesh, ShardTensor2dMesh,
+MeshCoordinate), and ttnn-style errors."""
 
 import pytest
 import torch
@@ -101,3 +102,77 @@ def test_to_layout_and_typecast(device):
     as_int = ttsim.typecast(ttsim.from_torch(torch.tensor([[2.7, -2.7]]), dtype=ttsim.float32, device=device),
                             ttsim.int32)
     assert ttsim.to_torch(as_int).tolist() == [[2, -2]]
+
+
+# -- MeshCoordinate ----------------------------------------------------------------------------
+
+def test_mesh_coordinate_as_ttnn():
+    c = ttsim.MeshCoordinate(0, 1)
+    assert repr(c) == "MeshCoordinate([0, 1])" and c.dims() == 2 and list(c) == [0, 1] and c[1] == 1
+    assert c == ttsim.MeshCoordinate([0, 1]) and c != ttsim.MeshCoordinate(1, 0)
+    assert ttsim.MeshCoordinate(0, 1, 2).dims() == 3
+    with pytest.raises(ttsim.TTFatal, match=r"non-negative int coordinates"):
+        ttsim.MeshCoordinate(-1, 0)
+
+
+# -- ShardTensor2dMesh on a 2x2 mesh (tt-metal's distributed_tensor.cpp semantics) -------------
+
+@pytest.fixture
+def mesh_2x2(monkeypatch):
+    monkeypatch.setenv("TTSIM_NUM_CHIPS", "4")
+    mesh = ttsim.open_mesh_device(ttsim.MeshShape(2, 2))
+    yield mesh
+    ttsim.close_mesh_device(mesh)
+
+
+def shards_of(x, mesh, mapper):
+    t = ttsim.from_torch(x, dtype=ttsim.float32, mesh_mapper=mapper, device=mesh)
+    return [ttsim.to_torch(s) for s in ttsim.get_device_tensors(t)]
+
+X = torch.arange(4 * 8.0).reshape(1, 1, 4, 8)
+
+
+def test_2d_sharding_puts_part_r_c_on_device_r_c(mesh_2x2):
+    got = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (2, 2), (2, 3)))
+    want = [X[:, :, 2 * r:2 * r + 2, 4 * c:4 * c + 4] for r in range(2) for c in range(2)]
+    assert all(torch.equal(g, w) for g, w in zip(got, want)) and len(got) == 4
+    # the other axis order swaps which tensor dim follows the mesh rows
+    swapped = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (2, 2), (3, 2)))
+    assert torch.equal(swapped[1], X[:, :, 2:4, 0:4]) and torch.equal(swapped[2], X[:, :, 0:2, 4:8])
+
+
+def test_a_none_dim_replicates_along_its_mesh_axis(mesh_2x2):
+    cols = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (2, 2), (None, 3)))
+    assert torch.equal(cols[0], cols[2]) and torch.equal(cols[1], cols[3]) and torch.equal(cols[1], X[..., 4:])
+    rows = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (2, 2), (2, None)))
+    assert torch.equal(rows[0], rows[1]) and torch.equal(rows[2], X[:, :, 2:]) and torch.equal(rows[2], rows[3])
+    full = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (2, 2), (None, None)))
+    assert all(torch.equal(s, X) for s in full)
+
+
+def test_another_arrangement_of_the_same_size_places_shards_row_major(mesh_2x2):
+    got = shards_of(X, mesh_2x2, ttsim.ShardTensor2dMesh(mesh_2x2, (4, 1), (3, None)))
+    assert all(torch.equal(got[i], X[..., 2 * i:2 * i + 2]) for i in range(4))
+
+
+def test_on_a_1x2_mesh_it_agrees_with_shard_tensor_to_mesh(mesh_device):
+    x = torch.randn(1, 2, 32, 64, generator=torch.Generator().manual_seed(3))
+    a = shards_of(x, mesh_device, ttsim.ShardTensor2dMesh(mesh_device, (1, 2), (None, 3)))
+    b = shards_of(x, mesh_device, ttsim.ShardTensorToMesh(mesh_device, 3))
+    assert all(torch.equal(p, q) for p, q in zip(a, b)) and not torch.equal(a[0], a[1])
+
+
+def test_2d_mesh_mapper_refusals(mesh_2x2):
+    m = mesh_2x2
+    with pytest.raises(ttsim.TTFatal, match=r"size of the supplied mesh shape .* does not match the device shape"):
+        ttsim.ShardTensor2dMesh(m, (2, 4), (2, 3))
+    with pytest.raises(ttsim.TTFatal, match=r"submesh is not modelled"):
+        ttsim.ShardTensor2dMesh(m, (1, 2), (2, 3))
+    with pytest.raises(ttsim.TTFatal, match=r"ND sharding requires the number of chunks 3 to match"):
+        shards_of(torch.ones(1, 1, 4, 6), m, ttsim.ShardTensor2dMesh(m, (4, 1), (3, None)))  # chunk: 2+2+2
+    with pytest.raises(ttsim.TTFatal, match=r"uneven shards are not modelled"):
+        shards_of(torch.ones(1, 1, 4, 5), m, ttsim.ShardTensor2dMesh(m, (2, 2), (2, 3)))
+    with pytest.raises(ttsim.TTFatal, match=r"both mesh axes shard tensor dim"):
+        shards_of(X, m, ttsim.ShardTensor2dMesh(m, (2, 2), (3, -1)))
+    with pytest.raises(ttsim.TTFatal, match=r"MeshMapperConfig is not modelled"):
+        ttsim.ShardTensor2dMesh(m, (2, 2), (2, 3)).config()

@@ -44,3 +44,18 @@ def test_small_unsigned_round_trip_through_the_device(device, layout, dtype, tor
     assert torch.equal(ttsim.to_torch(ttsim.typecast(t, ttsim.float32)) if layout == ttsim.TILE_LAYOUT
                        else ttsim.to_torch(ttsim.typecast(ttsim.to_layout(t, ttsim.TILE_LAYOUT), ttsim.float32)),
                        x.float())
+
+
+# -- int16 read back (settled against 0.81.1's to_torch) ---------------------------------------
+
+def test_int16_reads_back_as_uint16_with_negatives_wrapped_as_real(real):
+    """0.81.1 stores int16 as UINT16 and hands torch a uint16 DLPack array: -15884 -> 49652
+    (tt-metal tests expecting torch.int16 target another version)."""
+    want = real["sharding"]["host_readbacks"]["int16"]
+    assert want["dtype"] == "DataType.UINT16" and want["to_torch_dlpack_dtype"] == "uint16"
+    x = torch.tensor([[-15884, 3, -1, 32767, -32768]], dtype=torch.int16)
+    t = ttsim.Tensor(x)
+    out = ttsim.to_torch(t)
+    assert repr(t.dtype) == want["dtype"] and out.dtype == torch.uint16
+    assert out.to(torch.int64).tolist() == want["to_torch_dlpack"] == want["to_numpy"]
+    assert str(t.to_numpy().dtype) == want["to_numpy_dtype"]

@@ -247,3 +247,13 @@ def test_matmul_where_and_mask_softmax_broadcast_by_the_same_rule(device):
     assert tuple(out.shape) == (2, 1, 64, 64)
     with pytest.raises(ttsim.TTFatal, match=r"mask must be \[\.\.\., 64, 64\] broadcasting over input_tensor"):
         ttsim.scale_mask_softmax(x, 1.0, _tile(torch.zeros(3, 1, 64, 64), device), is_causal_mask=True)
+
+
+# -- UnaryOpType.MISH --------------------------------------------------------------------------
+
+def test_mish_fuses_as_an_activation(device):
+    x = torch.randn(32, 32, generator=torch.Generator().manual_seed(7))
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    got = ttsim.to_torch(ttsim.multiply(t, t, activations=[ttsim.UnaryOpType.MISH]))
+    assert torch.allclose(got, F.mish(x * x), atol=1e-6)
+    assert int(ttsim.UnaryOpType.MISH.value) == 93

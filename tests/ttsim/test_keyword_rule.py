@@ -5,13 +5,17 @@ Nothing is accepted and then ignored without a test noticing.
 
 The same holds for the fields of config objects (``*Config`` classes: program configs,
 compute-kernel configs, memory configs): every constructor field is a documented hint
-(hints.CONFIG_FIELDS) or some test passes it to the constructor."""
+(hints.CONFIG_FIELDS) or some test passes it to the constructor. Keywords newer tt-metal tests
+pass that 0.81.1 lacks (API drift) are refused by name."""
 
 import ast
 import enum
 import functools
 import inspect
 import pathlib
+
+import pytest
+import torch
 
 import ttsim
 from ttsim import hints
@@ -212,3 +216,28 @@ def test_the_rule_catches_an_unexercised_config_field(monkeypatch):
     monkeypatch.setattr(ttsim, "BrandNewProgramConfig", BrandNewProgramConfig, raising=False)
     missing = _unaccounted_fields()
     assert "BrandNewProgramConfig.secret_fused_scale" in missing and "BrandNewProgramConfig.grid" in missing
+
+
+# -- API drift: keywords newer tt-metal tests pass that 0.81.1 lacks ---------------------------
+
+def test_keywords_0_81_1_lacks_are_refused_by_name(real):
+    """API drift: newer tt-metal tests pass these; 0.81.1's signatures have none of them."""
+    sigs = real["signatures"]
+    for op, kw in (("argmax", "use_multicore"), ("embedding", "queue_id"), ("untilize", "use_pack_untilize"),
+                   ("untilize_with_unpadding", "use_pack_untilize")):
+        real_params = {p["name"] for ov in sigs[f"ttnn.{op}"]["overloads"] for p in ov["params"]}
+        assert kw not in real_params, (op, kw)
+        assert kw not in inspect.signature(getattr(ttsim, op)).parameters
+    assert "ttnn.device.ClearKernelCache" in sigs and "ttnn.device.DisablePersistentKernelCache" not in sigs
+    assert not hasattr(ttsim.device, "DisablePersistentKernelCache")
+
+
+def test_keywords_0_81_1_lacks_raise_a_type_error_naming_them(device):
+    t = ttsim.from_torch(torch.randn(1, 1, 32, 32), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    with pytest.raises(TypeError, match=r"use_pack_untilize"):
+        ttsim.untilize(t, use_pack_untilize=True)
+    with pytest.raises(TypeError, match=r"use_multicore"):
+        ttsim.argmax(ttsim.untilize(t), dim=-1, use_multicore=True)
+    ids = ttsim.from_torch(torch.zeros(1, 32, dtype=torch.int32), dtype=ttsim.uint32, device=device)
+    with pytest.raises(TypeError, match=r"queue_id"):
+        ttsim.embedding(ids, t, queue_id=0)

@@ -73,6 +73,49 @@ def test_fill_cache_writes_one_user_at_a_tile_aligned_offset(device):
         ttsim.fill_cache(cache, _tile(x, device), 3)
 
 
+# -- paged_fill_cache with unmapped pages (page-table entry -1) --------------------------------
+
+def _table(rows, device, dtype=ttsim.int32):
+    return ttsim.from_torch(torch.tensor(rows, dtype=torch.int32), dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("table_dtype", [ttsim.int32, ttsim.uint32])
+def test_paged_fill_cache_skips_pages_mapped_to_minus_one(device, table_dtype):
+    """tt-metal's writer_fill_cache_interleaved: an entry of SKIP_PAGE_TABLE_ENTRY ((uint32)-1)
+    consumes that block's input tiles and writes nothing; the other pages keep their place."""
+    nb, nkv, bs, d = 6, 1, 32, 32
+    cache = ttsim.from_torch(torch.zeros(nb, nkv, bs, d), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT,
+                             device=device)
+    x = (torch.arange(1, 1 + 3 * bs * d, dtype=torch.float32).reshape(1, nkv, 3 * bs, d) % 97) + 1
+    table = _table([[4, -1, 2, -1]], device, table_dtype)  # page 1 unmapped (and page 3, past S)
+    ttsim.experimental.paged_fill_cache(cache, ttsim.from_torch(x, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT,
+                                                                device=device), table, batch_idx=0)
+    got = ttsim.to_torch(cache).float()
+    want = x.bfloat16().float()[0, 0]
+    assert torch.equal(got[4, 0], want[:bs]) and torch.equal(got[2, 0], want[2 * bs:])  # page 2 is not shifted
+    for blk in (0, 1, 3, 5):
+        assert not got[blk].any(), blk  # page 1's tokens went nowhere
+
+
+def test_paged_fill_cache_still_refuses_other_bad_entries(device):
+    cache = ttsim.from_torch(torch.zeros(4, 1, 32, 32), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    x = ttsim.from_torch(torch.ones(1, 1, 64, 32), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device)
+    for bad in (-2, 4):
+        with pytest.raises((ttsim.TTFatal, IndexError), match=rf"maps to block {bad}"):
+            ttsim.experimental.paged_fill_cache(cache, x, _table([[0, bad]], device), batch_idx=0)
+            ttsim.synchronize_device(device)
+
+
+def test_fill_kernel_drops_the_unmapped_pages_input_in_place():
+    """The kernel alone (ttsim/kernels): a one-row table with -1 in the middle and at the start."""
+    from ttsim.kernels import attention as K
+
+    cache = torch.zeros(3, 1, 4, 2)
+    x = torch.arange(1.0, 25.0).reshape(1, 1, 12, 2)  # three pages of block_size 4
+    K.paged_fill_cache(cache, x, torch.tensor([-1, 2, -1]), 0)
+    assert torch.equal(cache[2, 0], x[0, 0, 4:8]) and not cache[0].any() and not cache[1].any()
+
+
 def test_bfp_conversion_is_the_same_chunked_or_whole(monkeypatch):
     x = torch.randn(96, 320, generator=torch.Generator().manual_seed(4)) * 100
     whole = numerics.quantize(x, ttsim.bfloat8_b)

@@ -6,6 +6,7 @@ import torch
 import ttsim
 
 BF16_TOL = dict(rtol=1.6e-2, atol=1.6e-2)
+T = ttsim.TILE_LAYOUT
 
 
 def bf(x: torch.Tensor) -> torch.Tensor:
@@ -187,3 +188,76 @@ def test_shape_bad_inputs_name_the_argument(device):
         ttsim.concat([dev(torch.zeros(1, 1, 32, 32), device), t], dim=1)
     with pytest.raises(ttsim.TTFatal, match=r"copy: input_a .* and input_b .* must share shape"):
         ttsim.copy(t, dev(torch.zeros(1, 1, 32, 64), device))
+
+
+# -- reshape(..., padded_shape), slice(starts=...) ---------------------------------------------
+
+def test_reshape_with_its_natural_padded_shape(device):
+    x = torch.arange(64.0).reshape(1, 1, 2, 32)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, layout=ttsim.TILE_LAYOUT, device=device)
+    r = ttsim.reshape(t, [1, 2, 1, 32], [1, 2, 32, 32])
+    assert list(r.shape) == [1, 2, 1, 32] and torch.equal(ttsim.to_torch(r), x.reshape(1, 2, 1, 32))
+    with pytest.raises(ttsim.TTFatal, match=r"padded_shape \[1, 2, 64, 32\] other than \[1, 2, 32, 32\]"):
+        ttsim.reshape(t, [1, 2, 1, 32], [1, 2, 64, 32])
+    rm = ttsim.from_torch(x, dtype=ttsim.float32, device=device)
+    assert list(ttsim.reshape(rm, [2, 32], padded_shape=[2, 32]).shape) == [2, 32]
+    with pytest.raises(ttsim.TTFatal, match=r"other than \[2, 32\]"):
+        ttsim.reshape(rm, [2, 32], [2, 64])
+
+
+def test_slice_with_starts_ends_steps_keywords(device):
+    x = torch.arange(120.0).reshape(2, 3, 20)
+    t = ttsim.from_torch(x, dtype=ttsim.float32, device=device)
+    got = ttsim.to_torch(ttsim.slice(t, starts=[0, 1, 2], ends=[2, 3, 18], steps=[1, 1, 4]))
+    assert torch.equal(got, x[0:2, 1:3, 2:18:4])
+    assert torch.equal(ttsim.to_torch(ttsim.slice(t, starts=[1, 0, 0], ends=[2, 3, 5])), x[1:2, :, :5])
+    with pytest.raises(ttsim.TTFatal, match=r"not both"):
+        ttsim.slice(t, [0, 0, 0], [1, 1, 1], starts=[0, 0, 0], ends=[1, 1, 1])
+
+
+def test_slice_with_device_tensor_bounds_is_refused_by_name(device):
+    x = ttsim.from_torch(torch.zeros(2, 64), dtype=ttsim.bfloat16, device=device)
+    idx = ttsim.from_torch(torch.tensor([0, 0], dtype=torch.int32), dtype=ttsim.uint32, device=device)
+    with pytest.raises(ttsim.TTFatal, match=r"starts/ends as device tensors .* not modelled by ttsim"):
+        ttsim.slice(x, idx, idx)
+    with pytest.raises(ttsim.TTFatal, match=r"slice_dim=1, num_devices=2"):
+        ttsim.slice(x, [0, 0], [2, 32], slice_dim=1, num_devices=2)
+    for kw in ({"slice_dim": 0}, {"num_devices": 2}):  # either alone is the tensor overload's too
+        with pytest.raises(ttsim.TTFatal, match=r"not modelled by ttsim; pass lists"):
+            ttsim.slice(x, [0, 0], [2, 32], **kw)
+
+
+# -- unsqueeze_to_4D ---------------------------------------------------------------------------
+
+def dev_tensor(x, device, dtype=ttsim.bfloat16, layout=T):
+    return ttsim.from_torch(x, dtype=dtype, layout=layout, device=device)
+
+
+@pytest.mark.parametrize("shape", [[6], [2, 3], [1, 2, 3]])
+def test_unsqueeze_to_4d_left_pads_with_ones_on_device(device, shape):
+    x = torch.arange(6.0).reshape(shape)
+    out = ttsim.unsqueeze_to_4D(dev_tensor(x, device))
+    want = [1] * (4 - len(shape)) + shape
+    assert list(out.shape) == want and list(out.padded_shape) == want[:2] + [32, 32]  # measured
+    assert out.layout == T and torch.equal(ttsim.to_torch(out), x.reshape(want))
+
+
+def test_unsqueeze_to_4d_runs_on_a_host_tensor_too():
+    x = torch.arange(6.0).reshape(2, 3)
+    out = ttsim.unsqueeze_to_4D(ttsim.from_torch(x, dtype=ttsim.bfloat16))
+    assert out.storage_type() == ttsim.from_torch(x).storage_type()  # still on host
+    assert list(out.shape) == [1, 1, 2, 3] and out.layout == ttsim.ROW_MAJOR_LAYOUT  # measured
+    assert torch.equal(ttsim.to_torch(out), x.reshape(1, 1, 2, 3))
+
+
+def test_unsqueeze_to_4d_keeps_rank_4_and_refuses_rank_5(device):
+    t = dev_tensor(torch.ones(1, 1, 2, 3), device)
+    assert ttsim.unsqueeze_to_4D(t) is t
+    for shape in ([1, 1, 1, 2, 3], [2, 1, 1, 1, 3]):  # measured: even all-ones leading dims throw
+        with pytest.raises(ttsim.TTFatal, match=r"Tensor rank is greater than 4"):
+            ttsim.unsqueeze_to_4D(dev_tensor(torch.ones(shape), device))
+
+
+def test_unsqueeze_to_4d_golden():
+    g = ttsim.get_golden_function(ttsim.unsqueeze_to_4D)
+    assert g(torch.ones(5)).shape == (1, 1, 1, 5) and g(torch.ones(2, 3, 4)).shape == (1, 2, 3, 4)

@@ -1,12 +1,14 @@
 """SDPA variants that change values: sliding windows, attention sinks, non-causal decode
 masks, non-paged decode. Each is checked against a float64 reference written here from
 tt-metal's documented semantics (its unit tests' reference masks), at tt-metal's bars:
-prefill sliding window bfp8 RMSE < 0.01, attention sink RMSE < 0.02, decode PCC >= 0.99."""
+prefill sliding window bfp8 RMSE < 0.01, attention sink RMSE < 0.02, decode PCC >= 0.99.
+Joint attention is checked against torch's SDPA over the concatenated main and joint tokens."""
 
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ttsim
 from model.pcc import comp_pcc
@@ -313,3 +315,53 @@ def test_paged_decode_bfp8_cache_meets_tt_metal_pcc(device):
     kq, vq = (ttsim.to_torch(ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=ttsim.TILE_LAYOUT)) for x in (k, v))
     ok, pcc = comp_pcc(_decode_ref(_q(q, ttsim.bfloat16), kq, vq, pos), out, 0.9999)
     assert ok, pcc
+
+
+# -- joint SDPA --------------------------------------------------------------------------------
+
+def _joint_inputs(device, b=1, nh=2, n=64, length=32, d=32, seed=8):
+    g = torch.Generator().manual_seed(seed)
+    ts = [torch.randn(b, nh, m, d, generator=g).bfloat16().float() for m in (n, n, n, length, length, length)]
+    return ts, [ttsim.from_torch(t, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=device) for t in ts]
+
+
+def _pc_joint():
+    return ttsim.SDPAProgramConfig(compute_with_storage_grid_size=ttsim.CoreCoord(8, 8), q_chunk_size=32, k_chunk_size=32)
+
+
+def test_joint_sdpa_attends_over_main_and_joint_tokens(device):
+    """0.81.1's golden: cat(q, joint_q) etc. along the sequence, non-causal, split at N."""
+    (q, k, v, jq, jk, jv), tt = _joint_inputs(device)
+    out, joint = ttsim.transformer.joint_scaled_dot_product_attention(*tt, joint_strategy="rear",
+                                                                      program_config=_pc_joint())
+    ref = F.scaled_dot_product_attention(torch.cat([q, jq], 2), torch.cat([k, jk], 2), torch.cat([v, jv], 2))
+    assert list(out.shape) == [1, 2, 64, 32] and list(joint.shape) == [1, 2, 32, 32]
+    assert torch.allclose(ttsim.to_torch(out).float(), ref[:, :, :64], atol=0.02)
+    assert torch.allclose(ttsim.to_torch(joint).float(), ref[:, :, 64:], atol=0.02)
+    alone = F.scaled_dot_product_attention(q, k, v)  # without the joint keys it would differ
+    assert not torch.allclose(ttsim.to_torch(out).float(), alone, atol=0.05)
+    golden = ttsim.get_golden_function(ttsim.transformer.joint_scaled_dot_product_attention)
+    g_out, g_joint = golden(q, k, v, jq, jk, jv, joint_strategy="rear")
+    assert torch.allclose(g_out, ref[:, :, :64]) and torch.allclose(g_joint, ref[:, :, 64:])
+
+
+def test_joint_sdpa_scale_and_one_program(device):
+    (q, k, v, jq, jk, jv), tt = _joint_inputs(device, seed=9)
+    device.clear_program_cache()
+    for _ in range(2):
+        out, _ = ttsim.transformer.joint_scaled_dot_product_attention(*tt, joint_strategy="rear",
+                                                                      program_config=_pc_joint(), scale=0.5)
+    assert device.num_program_cache_entries() == 1  # both outputs come from one program
+    ref = F.scaled_dot_product_attention(torch.cat([q, jq], 2), torch.cat([k, jk], 2), torch.cat([v, jv], 2),
+                                         scale=0.5)
+    assert torch.allclose(ttsim.to_torch(out).float(), ref[:, :, :64], atol=0.02)
+
+
+def test_joint_sdpa_refuses_other_strategies_and_shapes(device):
+    _, tt = _joint_inputs(device)
+    with pytest.raises(ttsim.TTFatal, match=r"joint_strategy must be 'rear', got 'front'"):
+        ttsim.transformer.joint_scaled_dot_product_attention(*tt, joint_strategy="front", program_config=_pc_joint())
+    _, gqa = _joint_inputs(device, nh=1)
+    with pytest.raises(ttsim.TTFatal, match=r"same b, nh and d"):
+        ttsim.transformer.joint_scaled_dot_product_attention(tt[0], gqa[1], gqa[2], *tt[3:], joint_strategy="rear",
+                                                             program_config=_pc_joint())

@@ -515,6 +515,17 @@ def _sharded_2d(mesh, mesh_shape, width):
     ttsim.from_torch(torch.zeros(1, 1, 1, width), dtype=ttsim.float32, mesh_mapper=mapper, device=mesh)
 
 
+def _shard_cfg(shard, cores):
+    grid = ttsim.num_cores_to_corerangeset(cores, ttsim.CoreCoord(8, 8), True)
+    return ttsim.MemoryConfig(ttsim.TensorMemoryLayout.HEIGHT_SHARDED, ttsim.BufferType.L1,
+                              ttsim.ShardSpec(grid, list(shard), ttsim.ShardOrientation.ROW_MAJOR))
+
+
+def _height_sharded(dev, shard, cores):
+    return ttsim.from_torch(torch.zeros(1, 1, 256, 64), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, device=dev,
+                            memory_config=_shard_cfg(shard, cores))
+
+
 TRIGGERS = {
     "Creating trace buffers of size {}B on MeshDevice {}, but only {}B is allocated for trace region.": _outgrow,
     DELETION_TEXT: lambda: _on_small_dram(lambda d: ttsim.end_trace_capture(d, _freed_during_capture(d), cq_id=0)),
@@ -538,6 +549,22 @@ TRIGGERS = {
         lambda m: ttsim.ShardTensor2dMesh(m, (2, 2), (2, 3))),
     "ND sharding requires the number of chunks {} to match the mesh dimension size {}": lambda: _on_1x2(
         lambda m: _sharded_2d(m, (2, 1), 1)),
+    "Physical shard shape {} must be tile {} sized!": lambda: _on_chip(lambda d: _height_sharded(d, (16, 64), 8)),
+    "Shard width {} must match physical width {} for height sharded": lambda: _on_chip(
+        lambda d: _height_sharded(d, (32, 32), 8)),
+    "Number of shards along height {} must not exceed number of cores {}": lambda: _on_chip(
+        lambda d: _height_sharded(d, (32, 64), 4)),
+    "Input tensor must be Interleaved": lambda: _on_chip(
+        lambda d: ttsim.interleaved_to_sharded(_height_sharded(d, (32, 64), 8), _shard_cfg((32, 64), 8))),
+    "Output memory config must be sharded": lambda: _on_chip(
+        lambda d: ttsim.interleaved_to_sharded(_tiled(d), ttsim.L1_MEMORY_CONFIG)),
+    "Input tensor must be sharded": lambda: _on_chip(lambda d: ttsim.sharded_to_interleaved(_tiled(d))),
+    "Output memory config must be Interleaved": lambda: _on_chip(
+        lambda d: ttsim.sharded_to_interleaved(_height_sharded(d, (32, 64), 8), _shard_cfg((32, 64), 8))),
+    "Tensor layout must be ROW_MAJOR for unpadding": lambda: ttsim.from_torch(
+        torch.zeros(2, 32), dtype=ttsim.bfloat8_b, layout=ttsim.TILE_LAYOUT).to(ttsim.ROW_MAJOR_LAYOUT),
+    "Target number of cores {} is greater than total number of available cores {}": lambda: (
+        ttsim.num_cores_to_corerangeset(65, ttsim.CoreCoord(8, 8), True)),
 }
 
 

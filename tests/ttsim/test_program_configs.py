@@ -1,6 +1,7 @@
 """Matmul program configs: the fields that change values are modelled (fused_activation, applied
 in the kernel on a @ b + bias) or refused by name (untilize_out); the rest schedule the kernel.
-Issue 25: the fused activation used to be dropped silently (PCC 0.85 against the golden)."""
+Issue 25: the fused activation used to be dropped silently (PCC 0.85 against the golden).
+Also init_device_compute_kernel_config's defaults."""
 
 import pytest
 import torch
@@ -143,3 +144,20 @@ def test_config_defaults_and_repr_as_ttnn():
     assert repr(pc.compute_with_storage_grid_size) == "8-8"
     assert pc.hop_cores.empty() and repr(pc.hop_cores) == "{}"
     assert pc.untilize_out is False and pc.gather_in0 is False and pc.num_global_cb_receivers == 1
+
+
+# -- init_device_compute_kernel_config ---------------------------------------------------------
+
+def test_init_device_compute_kernel_config_defaults_and_passthrough():
+    made = ttsim.init_device_compute_kernel_config(None, None, math_fidelity=ttsim.MathFidelity.HiFi4)
+    assert isinstance(made, ttsim.WormholeComputeKernelConfig)
+    assert (made.math_fidelity, made.math_approx_mode, made.fp32_dest_acc_en) == (ttsim.MathFidelity.HiFi4, True, False)
+    default = ttsim.init_device_compute_kernel_config("blackhole")
+    assert default.math_fidelity == ttsim.MathFidelity.LoFi and default.packer_l1_acc is False
+    mine = ttsim.WormholeComputeKernelConfig(math_fidelity=ttsim.MathFidelity.HiFi2, fp32_dest_acc_en=True)
+    assert ttsim.init_device_compute_kernel_config("blackhole", mine, math_approx_mode=False,
+                                                   packer_l1_acc=True, dst_full_sync_en=True,
+                                                   throttle_level=ttsim.ThrottleLevel.LEVEL_1,
+                                                   fp32_dest_acc_en=False) is mine  # given: returned as is
+    with pytest.raises(ttsim.TTFatal, match=r"device_kernel_config must be a ttnn.WormholeComputeKernelConfig"):
+        ttsim.init_device_compute_kernel_config("blackhole", object())

@@ -1,6 +1,8 @@
 """Tensor construction and movement as tt-metal's tests write it: the real ttnn.Tensor
-constructors, as_tensor with a cache file, tilize / untilize and their padding forms,
-to_memory_config, experimental.view, is_tensor_storage_on_device."""
+constructors (a block float defaults to TILE), from_torch(tile=), as_tensor with a cache file,
+tilize / untilize and their padding forms, to_memory_config, experimental.view,
+is_tensor_storage_on_device, Tensor.to(target_layout) (ROW_MAJOR of a host block float as 0.81.1),
+Tensor.to_numpy."""
 
 import numpy as np
 import pytest
@@ -255,3 +257,114 @@ def test_tensor_indexing_slices_and_drops_int_dims(device):
         host[..., ::2]
     with pytest.raises(ttsim.TTFatal, match=r"index 3 is out of bounds for dim 1 of size 3"):
         t[0, 3]
+
+
+# -- Tensor.to_numpy ---------------------------------------------------------------------------
+
+def test_to_numpy(device):
+    x = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    n = ttsim.from_torch(x, device=device).to_numpy()
+    assert isinstance(n, np.ndarray) and n.dtype == np.int32 and (n == x.numpy()).all()
+    f = ttsim.from_torch(torch.tensor([1.5, -2.0]), dtype=ttsim.bfloat16).to_numpy()
+    assert f.dtype == np.float32 and f.tolist() == [1.5, -2.0]
+
+
+# -- Tensor.to(target_layout), Tensor(torch, bfloat8_b), from_torch(tile=) ---------------------
+
+HOST_2X3 = torch.arange(1.0, 7.0).reshape(2, 3)  # tile padding on both dims
+
+
+def test_tensor_to_layout_converts_a_host_tensor_both_ways():
+    h = ttsim.Tensor(HOST_2X3, ttsim.bfloat16)
+    t = h.to(ttsim.TILE_LAYOUT)
+    assert t.layout == ttsim.TILE_LAYOUT and t.storage_type() == "StorageType.HOST"
+    assert list(t.shape) == [2, 3] and list(t.padded_shape) == [32, 32]
+    assert torch.equal(ttsim.to_torch(t), HOST_2X3.bfloat16())
+    back = t.to(ttsim.ROW_MAJOR_LAYOUT)
+    assert back.layout == ttsim.ROW_MAJOR_LAYOUT and torch.equal(ttsim.to_torch(back), HOST_2X3.bfloat16())
+    assert h.layout == ttsim.ROW_MAJOR_LAYOUT  # a new tensor; the source keeps its layout
+
+
+def test_tensor_to_layout_then_device_is_the_unit_test_idiom(device):
+    """tt-metal's tests: ``ttnn.Tensor(x, dtype).to(ttnn.TILE_LAYOUT).to(device)``."""
+    d = ttsim.Tensor(HOST_2X3, ttsim.bfloat16).to(ttsim.TILE_LAYOUT).to(device)
+    assert d.layout == ttsim.TILE_LAYOUT and ttsim.is_tensor_storage_on_device(d)
+    assert torch.equal(ttsim.to_torch(d), HOST_2X3.bfloat16())
+
+
+def test_tensor_to_layout_refuses_a_device_tensor_as_tt_metal(device):
+    """tensor_to_layout: TT_FATAL(storage_type() != DEVICE, "Bring tensor to host ...")."""
+    d = ttsim.from_torch(HOST_2X3, dtype=ttsim.bfloat16, device=device)
+    with pytest.raises(ttsim.TTFatal, match=r"Bring tensor to host before converting to target layout"):
+        d.to(ttsim.TILE_LAYOUT)
+    with pytest.raises(ttsim.TTFatal, match=r"takes only the layout"):
+        ttsim.Tensor(HOST_2X3, ttsim.bfloat16).to(ttsim.TILE_LAYOUT, ttsim.DRAM_MEMORY_CONFIG)
+
+
+@pytest.mark.parametrize("dtype", [ttsim.bfloat8_b, ttsim.bfloat4_b])
+def test_block_float_constructor_defaults_to_tile(dtype):
+    """Measured on ttnn 0.81.1: Tensor(np_array, bfloat8_b).layout == TILE, padded [32, 32]."""
+    t = ttsim.Tensor(HOST_2X3, dtype)
+    assert t.layout == ttsim.TILE_LAYOUT and t.dtype == dtype and list(t.padded_shape) == [32, 32]
+    want = ttsim.to_torch(ttsim.from_torch(HOST_2X3, dtype=dtype, layout=ttsim.TILE_LAYOUT))
+    assert torch.equal(ttsim.to_torch(t), want)
+
+
+def test_block_float_constructor_refuses_an_explicit_row_major():
+    with pytest.raises(ttsim.TTFatal, match=r"block float and requires layout=TILE_LAYOUT"):
+        ttsim.Tensor(HOST_2X3, ttsim.bfloat8_b, layout=ttsim.ROW_MAJOR_LAYOUT)
+    assert ttsim.Tensor(HOST_2X3, ttsim.bfloat16).layout == ttsim.ROW_MAJOR_LAYOUT  # other dtypes keep ROW_MAJOR
+    with pytest.raises(ttsim.TTFatal, match=r"block float and requires layout=TILE_LAYOUT"):
+        ttsim.from_torch(HOST_2X3, dtype=ttsim.bfloat8_b)  # from_torch has no such default
+
+
+def test_from_torch_takes_the_standard_tile(device):
+    t = ttsim.from_torch(HOST_2X3, dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, tile=ttsim.Tile([32, 32]), device=device)
+    assert t.layout == ttsim.TILE_LAYOUT and torch.equal(ttsim.to_torch(t), HOST_2X3.bfloat16())
+    c = ttsim.Tensor(HOST_2X3, ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, tile=ttsim.Tile([32, 32]))
+    assert torch.equal(ttsim.to_torch(c), HOST_2X3.bfloat16())
+
+
+@pytest.mark.parametrize("tile", [ttsim.Tile([16, 32]), ttsim.Tile([32, 16]), ttsim.Tile([32, 32], True)],
+                         ids=["16x32", "32x16", "transposed"])
+def test_from_torch_refuses_other_tiles_by_name(tile):
+    with pytest.raises(ttsim.TTFatal, match=r"from_torch: tile=Tile with shape: .* is not modelled by ttsim"):
+        ttsim.from_torch(HOST_2X3, layout=ttsim.TILE_LAYOUT, tile=tile)
+
+
+# -- ROW_MAJOR of a host block-float tensor (0.81.1's host to_layout) --------------------------
+
+def test_block_float_host_row_major_matches_real(real):
+    """ROW_MAJOR of a host bfloat8_b/bfloat4_b tensor: unchanged (still TILE) when it fills its
+    tiles, refused where the host would have to unpad; by Tensor.to and by to_layout alike."""
+    cases = real["sharding"]["host_readbacks"]["block_float_to_row_major"]
+    assert len(cases) == 20
+    bad = []
+    for key, want in cases.items():
+        dt, rest = key.split(" ", 1)
+        shape_text, route = rest.rsplit(" ", 1)
+        shape = [int(d) for d in shape_text.strip("[]").split(",")]
+        x = (torch.arange(int(torch.tensor(shape).prod()), dtype=torch.float32).reshape(shape) - 700) * 0.013
+        src = ttsim.from_torch(x, dtype=getattr(ttsim, dt), layout=ttsim.TILE_LAYOUT)
+        try:
+            r = src.to(ttsim.ROW_MAJOR_LAYOUT) if route == "Tensor.to" else ttsim.to_layout(src, ttsim.ROW_MAJOR_LAYOUT)
+            got = {"dtype": repr(r.dtype), "layout": repr(r.layout), "shape": list(r.shape),
+                   "values_kept": torch.equal(ttsim.to_torch(r), ttsim.to_torch(src))}
+        except ttsim.TTFatal as e:
+            got = f"ERR {e}"
+        if isinstance(want, str):  # a refusal: ttsim's message holds the real info line
+            ok = isinstance(got, str) and want.split(": ", 1)[1] in got
+        else:
+            ok = got == want
+        if not ok:
+            bad.append(f"{key}: ttnn {want}, ttsim {got}")
+    assert not bad, "\n".join(bad)
+
+
+def test_block_float_host_tensor_goes_row_major_only_when_it_fills_its_tiles():
+    x = torch.randn(2, 64, 32)
+    t = ttsim.from_torch(x, dtype=ttsim.bfloat8_b, layout=ttsim.TILE_LAYOUT)
+    r = t.cpu().to(ttsim.ROW_MAJOR_LAYOUT)  # tt-metal's cache.cpu().to(ROW_MAJOR_LAYOUT).to_torch()
+    assert r.dtype == ttsim.bfloat8_b and r.layout == ttsim.TILE_LAYOUT and torch.equal(r.to_torch(), t.to_torch())
+    with pytest.raises(ttsim.TTFatal, match=r"Tensor layout must be ROW_MAJOR for unpadding"):
+        ttsim.from_torch(torch.randn(2, 33), dtype=ttsim.bfloat4_b, layout=ttsim.TILE_LAYOUT).to(ttsim.ROW_MAJOR_LAYOUT)

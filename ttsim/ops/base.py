@@ -16,6 +16,7 @@ import torch
 from .. import numerics
 from ..device import MeshDevice, current_cq_id
 from ..fabric import check_collective
+from ..sharding import check_placement
 from ..tensor import Tensor, _describe
 from ..types import (
     BLOCK_FLOATS,
@@ -193,6 +194,7 @@ def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory
     device = first._device
     device.check_cq(cq_id, op)
     mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
+    check_placement(op, out_shape, out_layout, mc)
     out = Tensor._make(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
     chips = [b.chip for b in first._buffers]
     out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)

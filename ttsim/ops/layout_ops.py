@@ -1,13 +1,63 @@
-"""Tensor layout and placement ops: tilize / untilize (and their padding forms),
-to_memory_config, experimental.view, is_tensor_storage_on_device; ttnn.Tile."""
+"""Tensor layout, dtype and placement ops: to_layout, typecast, tilize / untilize (and their
+padding forms), to_memory_config, the sharding conversions, experimental.view,
+is_tensor_storage_on_device; ttnn.Tile."""
 
 from __future__ import annotations
 
 import math as _math
 
-from ..tensor import Tensor, _describe
-from ..types import BLOCK_FLOATS, TILE_SIZE, DataType, Layout, MemoryConfig, Shape, TTFatal
+from ..tensor import Tensor, _describe, check_layout_change, host_block_float_to_row_major, host_to_layout
+from ..types import BLOCK_FLOATS, DRAM_MEMORY_CONFIG, TILE_SIZE, DataType, Layout, MemoryConfig, Shape, TTFatal
 from .base import require_device_tensor, require_layout, run_op, take_output
+
+
+def to_layout(
+    tensor: Tensor,
+    layout: Layout,
+    dtype: DataType | None = None,
+    memory_config: MemoryConfig | None = None,
+    sub_core_grids=None,
+    pad_value: float = 0.0,
+) -> Tensor:
+    """Convert between ROW_MAJOR_LAYOUT and TILE_LAYOUT (padding to 32x32 tiles), on host or device.
+
+    ``pad_value`` fills the tile padding of host tensors; device tile padding is always 0 in ttsim.
+    """
+    if not isinstance(tensor, Tensor):
+        raise TTFatal(f"to_layout: expected a ttnn.Tensor, got {type(tensor).__name__}")
+    if (tensor._device is None and tensor._dtype in BLOCK_FLOATS and layout == Layout.ROW_MAJOR
+            and dtype in (None, tensor._dtype)):
+        return host_block_float_to_row_major(tensor)
+    dtype = check_layout_change(tensor, layout, dtype)
+    if layout == tensor._layout and dtype == tensor._dtype:
+        return tensor
+    if tensor._device is None:
+        return host_to_layout(tensor, layout, dtype, pad_value)
+    require_device_tensor("to_layout", "tensor", tensor)
+    return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
+                  memory_config=memory_config, moves_values=True)
+
+
+def typecast(
+    input_tensor: Tensor,
+    dtype: DataType,
+    *,
+    memory_config: MemoryConfig | None = None,
+    output_tensor: Tensor | None = None,
+    sub_core_grids=None,
+) -> Tensor:
+    """Convert a device tensor's dtype (float <-> int truncates toward zero)."""
+    require_device_tensor("typecast", "input_tensor", input_tensor)
+    if not isinstance(dtype, DataType) or dtype == DataType.INVALID:
+        raise TTFatal(f"typecast: dtype must be a ttnn DataType, got {dtype!r}")
+    if dtype in BLOCK_FLOATS and input_tensor._layout != Layout.TILE:
+        raise TTFatal(f"typecast: {dtype!r} requires a TILE_LAYOUT input, got {input_tensor._layout!r}")
+    if output_tensor is not None:
+        dtype = take_output("typecast", output_tensor, input_tensor._shape, dtype, input_tensor._layout, input_tensor,
+                            dtype_given=True)
+    return run_op("typecast", [input_tensor], input_tensor._shape, dtype, input_tensor._layout, lambda x: x,
+                  memory_config=memory_config, output_tensor=output_tensor, moves_values=True)
+
 
 
 class Tile:
@@ -142,6 +192,55 @@ def to_memory_config(tensor: Tensor, memory_config: MemoryConfig, dtype: DataTyp
                   output_tensor=output_tensor)
 
 
+def _resharded(op: str, x: Tensor, memory_config: MemoryConfig, output_dtype, output_tensor: Tensor | None) -> Tensor:
+    """The copy both sharding ops make: the same values in ``memory_config``'s placement, as
+    ``output_dtype`` if given (written into ``output_tensor`` if given)."""
+    out_dtype = _out_dtype(op, x, output_dtype)
+    if out_dtype in BLOCK_FLOATS and x._layout != Layout.TILE:
+        raise TTFatal(f"{op}: {out_dtype!r} requires a TILE_LAYOUT tensor, got {_describe(x)}")
+    if output_tensor is not None:
+        out_dtype = take_output(op, output_tensor, x._shape, out_dtype, x._layout, x, output_dtype is not None,
+                                name="preallocated_output")
+    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config,
+                  output_tensor=output_tensor, moves_values=True)
+
+
+def interleaved_to_sharded(input_tensor: Tensor, sharded_memory_config: MemoryConfig,
+                           output_dtype: DataType | None = None, *, keep_l1_aligned: bool = False,
+                           preallocated_output: Tensor | None = None) -> Tensor:
+    """Copy an interleaved device tensor into the shards of ``sharded_memory_config`` (values kept;
+    placement only in ttsim). 0.81.1's ``(input_tensor, grid, shard_shape, shard_scheme,
+    shard_orientation)`` overload is not mirrored: build the config with ttnn.ShardSpec."""
+    op = "interleaved_to_sharded"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    if not isinstance(sharded_memory_config, MemoryConfig):
+        raise TTFatal(f"{op}: sharded_memory_config must be a ttnn.MemoryConfig, got {sharded_memory_config!r}")
+    if x._memory_config is not None and x._memory_config.is_sharded():
+        raise TTFatal(f"{op}: Input tensor must be Interleaved, got {x._memory_config.memory_layout!r}")
+    if not sharded_memory_config.is_sharded():
+        raise TTFatal(f"{op}: Output memory config must be sharded, got {sharded_memory_config.memory_layout!r}")
+    if sharded_memory_config.shard_spec is None:
+        raise TTFatal(f"{op}: Sharded memory config must have a shard spec (build it with ttnn.ShardSpec)")
+    return _resharded(op, x, sharded_memory_config, output_dtype, preallocated_output)
+
+
+def sharded_to_interleaved(input_tensor: Tensor, memory_config: MemoryConfig | None = None,
+                           output_dtype: DataType | None = None) -> Tensor:
+    """Copy a sharded device tensor into an interleaved one (DRAM unless ``memory_config`` says
+    otherwise; values kept)."""
+    op = "sharded_to_interleaved"
+    x = require_device_tensor(op, "input_tensor", input_tensor)
+    if x._memory_config is None or not x._memory_config.is_sharded():
+        raise TTFatal(f"{op}: Input tensor must be sharded, got {_describe(x)} in {x._memory_config!r}")
+    if memory_config is None:
+        memory_config = DRAM_MEMORY_CONFIG
+    if not isinstance(memory_config, MemoryConfig):
+        raise TTFatal(f"{op}: memory_config must be a ttnn.MemoryConfig, got {memory_config!r}")
+    if memory_config.is_sharded():
+        raise TTFatal(f"{op}: Output memory config must be Interleaved, got {memory_config.memory_layout!r}")
+    return _resharded(op, x, memory_config, output_dtype, None)
+
+
 def is_tensor_storage_on_device(tensor: Tensor) -> bool:
     if not isinstance(tensor, Tensor):
         raise TTFatal(f"is_tensor_storage_on_device: expected a ttnn.Tensor, got {type(tensor).__name__}")
@@ -168,5 +267,6 @@ def view(input_tensor: Tensor, shape) -> Tensor:
     return run_op(op, [x], dims, x._dtype, x._layout, lambda v: v.reshape(dims))
 
 
-__all__ = ["Tile", "tilize", "tilize_with_zero_padding", "tilize_with_val_padding", "untilize",
-           "untilize_with_unpadding", "to_memory_config", "is_tensor_storage_on_device", "view"]
+__all__ = ["to_layout", "typecast", "Tile", "tilize", "tilize_with_zero_padding", "tilize_with_val_padding",
+           "untilize", "untilize_with_unpadding", "to_memory_config", "interleaved_to_sharded",
+           "sharded_to_interleaved", "is_tensor_storage_on_device", "view"]
