@@ -27,7 +27,7 @@ MOCK_ENV = "TT_METAL_MOCK_CLUSTER_DESC_PATH"
 MGD_ENV = "TT_MESH_GRAPH_DESC_PATH"
 #: the mesh graph descriptor for a one-cable p150a pair (2 ethernet channels), shipped with hil
 MESH_GRAPH = Path(__file__).resolve().parent / "mesh_graphs" / "p150a_x2_1cable_mesh_graph_descriptor.textproto"
-SETUP_HINT = "see README.md 'On the hardware host'"
+SETUP_HINT = "see docs/hardware.md 'On the hardware host'"
 
 
 @dataclass

@@ -110,7 +110,7 @@ PRODUCTION_ARMS = tuple(a for a, f in ARMS.items() if not f.what_if)
 #: production's configuration, the flags' defaults (the same as ``all``)
 AS_IS = "as-is"
 #: what a user's generator honours unless it declares otherwise (``ttsim_flags``): the switches
-#: the README's factory contract hands it, production's three fixes and the merge itself
+#: the documented factory contract (docs/generators.md) hands it, production's three fixes and the merge itself
 USER_FLAGS = ("prefilled_slots_fix", "merge_batch_guard", "position_clamp", "merge")
 ALL_FLAGS = tuple(GeneratorFlags.ENV)
 
