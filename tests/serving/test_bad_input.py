@@ -151,6 +151,19 @@ def run_main(argv: list[str]) -> int:
         return exc.code
 
 
+def _no_heavy_work(module: str, name: str):
+    """The commands' bodies, except that those that run seeds, vLLM or a device fail the test
+    at once instead of working for minutes (the light ones run: their bodies check files)."""
+    heavy = {("fixtures.sweep.command", "run"), ("fixtures.replay", "run"), ("fixtures.vllm.cli", "serve"),
+             ("fixtures.selfcheck", "run")}
+    if (module, name) in heavy:
+        return lambda args: pytest.fail(f"bad input reached {module}.{name}")
+    return _LAZY(module, name)
+
+
+_LAZY = cli._lazy
+
+
 def _listing(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
@@ -162,6 +175,7 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(argv, env, message, wo
     monkeypatch.delenv("TTSIM_SEED", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, _fill(value, workspace))
+    monkeypatch.setattr(cli, "_lazy", _no_heavy_work)
     before = _listing(tmp_path)
     t0 = time.perf_counter()
     code = run_main([_fill(a, workspace) for a in argv])
@@ -204,3 +218,69 @@ def test_the_whole_table_imports_neither_torch_nor_vllm(workspace, tmp_path):
     assert result["heavy"] == [], result
     assert result["worst"] < 1.0, result
 
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 3])
+def test_workers_up_to_the_machines_cpus_are_accepted(cpus, monkeypatch, tmp_path):
+    """The other side of workers-1000: as many workers as CPUs is fine, one more is not, and the
+    default fits a one-CPU machine instead of being refused there."""
+    from fixtures import preflight
+
+    monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(preflight, "cpus", lambda: cpus)
+
+    def checked(*argv: str) -> int:
+        args = cli.build_parser().parse_args(["arms", *argv])
+        args.check(args)
+        return args.workers
+
+    assert checked() == min(2, cpus)
+    assert checked("--workers", str(cpus)) == cpus
+    with pytest.raises(preflight.UsageError, match=f"--workers {cpus + 1}: this machine runs at most {cpus} "):
+        checked("--workers", str(cpus + 1))
+
+
+# -- a user's generator that raises: in its constructor as at its import, one line -------------
+
+BROKEN = '''from model.generator import Generator
+{at_import}
+
+class Broken(Generator):
+    def __init__(self, *args, **kwargs):
+        raise ValueError("no mesh for me")
+'''
+
+
+@pytest.fixture
+def broken_generators(tmp_path, monkeypatch):
+    """Two generator files: one whose class raises when built, one whose module raises when imported."""
+    monkeypatch.delitem(sys.modules, "ttnn", raising=False)  # loading aliases it to the backend
+    (tmp_path / "ctor.py").write_text(BROKEN.format(at_import=""))
+    (tmp_path / "imp.py").write_text(BROKEN.format(at_import='raise ValueError("no mesh for me")'))
+    yield tmp_path
+    sys.modules.pop("ttnn", None)
+
+
+@pytest.mark.parametrize("file, message", [
+    ("ctor.py", "ttsim: error: --generator: building {path}:Broken raised ValueError: no mesh for me"),
+    ("imp.py", "ttsim: error: --generator: importing '{path}' raised ValueError: no mesh for me"),
+])
+def test_a_generator_raising_when_built_is_one_line_like_one_raising_at_import(file, message, broken_generators,
+                                                                              capsys):
+    path = broken_generators / file
+    assert run_main(["replay", "--arm", "control", "--seed", "0", "--generator", f"{path}:Broken"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [message.format(path=path)]
+
+
+def test_a_sweep_whose_generator_raises_when_built_stops_in_one_line_and_writes_nothing(broken_generators):
+    """From a fresh process, through the sweep's own error path (one worker, the quickest)."""
+    out = broken_generators / "out"
+    out.mkdir()
+    spec = f"{broken_generators / 'ctor.py'}:Broken"
+    p = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "2", "--workers", "1", "--generator",
+                        spec, "--json", str(out / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(out / "runs")})
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1] == f"ttsim: error: --generator: building {spec} raised ValueError: no mesh for me"
+    assert "Traceback" not in p.stderr and list(out.iterdir()) == []
