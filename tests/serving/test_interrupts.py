@@ -1,0 +1,120 @@
+"""SIGINT/SIGTERM to a running sweep: the pool and every worker stop, nothing is half-written,
+one line says how far it got, and the exit code is 128 + the signal.
+
+The sweeps run as real `ttsim arms` processes in their own session (so a test can send the
+terminal's Ctrl-C to the whole process group, and always reaps whatever is left)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fixtures.interrupts import Interrupted, deferred, handled
+from fixtures.outputs import Staged
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = 60  # far more than run before the signal: the sweep is mid-way when it lands
+
+
+def _start(tmp_path: Path, workers: int) -> subprocess.Popen:
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["arms", "--seeds", str(SEEDS), "--workers", str(workers), "--json", str(out / "r.json"),
+            "--plot", str(out / "r.png"), "--record-merges", str(out / "trace.jsonl")]
+    env = {**os.environ, "TTSIM_RUNS_DIR": str(out / "runs"), "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "fixtures.cli", *argv], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _wait_until_sweeping(proc: subprocess.Popen, out: Path, workers: int) -> list[psutil.Process]:
+    """The pool's workers (none for one worker), once seeds are running: the staged trace grows."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        staged = [p for p in out.iterdir() if p.name.startswith(".trace.jsonl.part-")]
+        if len(kids) >= (workers if workers > 1 else 0) and staged and staged[0].stat().st_size > 0:
+            return kids
+        time.sleep(0.2)
+    pytest.fail("the sweep never started its seeds")
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return p.status() == psutil.STATUS_ZOMBIE  # exited; its new parent reaps it
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("signum, target, workers", [
+    (signal.SIGINT, "process", 2),  # kill -INT <pid>: the main process alone
+    (signal.SIGTERM, "process", 2),
+    (signal.SIGINT, "group", 2),  # Ctrl-C: every process of the group, the pool's workers too
+    (signal.SIGTERM, "process", 1),  # one worker: the seeds run in the main process
+], ids=["int", "term", "ctrl-c", "term-one-worker"])
+def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, target, workers, tmp_path):
+    proc = _start(tmp_path, workers)
+    out = tmp_path / "out"
+    try:
+        kids = _wait_until_sweeping(proc, out, workers)
+        t0 = time.monotonic()
+        if target == "group":
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        stopped = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == 128 + signum, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    line = err.strip().splitlines()[-1]
+    m = re.fullmatch(rf"ttsim: interrupted at seed (\d+) of {SEEDS}; nothing written", line)
+    assert m and 1 <= int(m.group(1)) < SEEDS, err[-3000:]
+    assert stopped < 30, f"{stopped:.1f} s to stop"
+    assert all(_gone(k) for k in kids), [k.pid for k in kids if not _gone(k)]
+    assert sorted(p.name for p in out.iterdir()) == []  # no report, plot, trace, record, nor a staged part
+
+
+def test_a_signal_held_back_during_a_commit_lands_after_it():
+    staged, before = Staged(), signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as exc, handled():
+        with deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            staged.committed = True  # what runs here runs whole
+        pytest.fail("the held-back signal was lost")
+    assert exc.value.exit_code == 143 and staged.committed
+    assert signal.getsignal(signal.SIGTERM) is before  # handled() put the previous handler back
+
+
+def test_staged_outputs_are_whole_or_absent(tmp_path):
+    json_path, trace = tmp_path / "r.json", tmp_path / "t.jsonl"
+    trace.write_text("run 1\n")
+    staged = Staged()
+    staged.write_text(str(json_path), "{}\n")
+    with open(staged.path(str(trace), append=True), "a") as f:
+        f.write("run 2\n")
+    assert not json_path.exists() and trace.read_text() == "run 1\n"  # nothing visible before the commit
+    staged.commit()
+    assert json_path.read_text() == "{}\n" and trace.read_text() == "run 1\nrun 2\n"
+    assert oct(json_path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "t.jsonl"]
+    staged.write_text(str(json_path), "{half")
+    staged.discard()
+    assert json_path.read_text() == "{}\n" and sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "t.jsonl"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
