@@ -2,8 +2,8 @@
 requests fail as ``device-timeout``, ``ScenarioResult.fatal`` holds the one line (tt-metal's
 TT_THROW, the op, the engine step, the replay command) and ``diagnostics`` the stray accesses
 ttsim recorded (the hang's op, row and position); the replay prints both. The hang is real:
-GarbagePositionGenerator stages a garbage position and the tiny model's paged SDPA decode walks
-the span it names."""
+GarbagePositionGenerator (tests/generators/clobbered_inputs.py) stages a garbage position and
+the tiny model's paged SDPA decode walks the span it names."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from fixtures.workloads import FaultKnobs, Request, Workload
 
 pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
-GARBAGE = Path(__file__).resolve().parents[2] / "tests" / "generators" / "garbage_position.py"
+GARBAGE = Path(__file__).resolve().parents[2] / "tests" / "generators" / "clobbered_inputs.py"
 JUNK = 1206993233
 
 
