@@ -4,6 +4,7 @@ have in the read is ``garbage-position``; else the slot's previous occupant or a
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,24 @@ def test_a_clobbered_token_with_a_matching_position_fails_as_garbage_token():
     assert kept and all(r.dev_pos in (r.host_pos, r.host_pos + 1) for _, r in kept)
     assert "garbage-token" in {v.defect for v in result.failed}, [(v.request_id, v.defect) for v in result.failed]
     assert any(f"position {JUNK}" in d and d.startswith("ttsim diagnostics: embedding") for d in result.diagnostics)
+
+
+@pytest.mark.needs_fault_injection
+@pytest.mark.our_generator
+def test_the_replay_prints_the_diagnostics_beside_the_verdicts(capsys):
+    """`ttsim replay` of the token route: the failing request's verdict names garbage-token and
+    the embedding's stray read is printed as a diagnostics line after the verdicts."""
+    import torch
+
+    from fixtures.cli import main
+
+    threads = torch.get_num_threads()
+    try:
+        assert main(["replay", "--arm", "control", "--seed", "0",
+                     "--generator", f"{CLOBBER}:GarbageTokenGenerator"]) == 1
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    verdicts = out[out.index("guard rejects:"):]
+    assert "FAIL (garbage-token)" in verdicts
+    assert re.search(rf"\n  ttsim diagnostics: embedding chip 0 row \d position {JUNK}: read ", verdicts), verdicts
