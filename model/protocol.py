@@ -107,15 +107,17 @@ class SamplingParams:
                    num_logprobs=[-2] * rows, enable_log_probs=[False] * rows)
 
 
-
 def is_greedy(sampling_params) -> bool:
     """Every row of a ``TTSamplingParams``-shaped object greedy: temperature 0 or top-k 1
     (either makes the sample the argmax); a scalar field applies to every row."""
-    def rows(v):
-        return list(v.reshape(-1).tolist()) if isinstance(v, torch.Tensor) else v if isinstance(v, (list, tuple)) else [v]
-    temps, top_ks = rows(sampling_params.temperature), rows(sampling_params.top_k)
-    if len(temps) == 1 or len(top_ks) == 1:
-        temps, top_ks = temps * max(len(temps), len(top_ks)), top_ks * max(len(temps), len(top_ks))
+    def per_row(v) -> list:
+        if isinstance(v, torch.Tensor):
+            return v.reshape(-1).tolist()
+        return list(v) if isinstance(v, (list, tuple)) else [v]
+
+    temps, top_ks = per_row(sampling_params.temperature), per_row(sampling_params.top_k)
+    n = max(len(temps), len(top_ks))  # a one-entry field (a scalar) covers every row
+    temps, top_ks = (temps * n if len(temps) == 1 else temps), (top_ks * n if len(top_ks) == 1 else top_ks)
     return all(t == 0.0 or k == 1 for t, k in zip(temps, top_ks))
 
 
@@ -132,9 +134,9 @@ def is_host_output(out) -> bool:
 
 
 def tokens_of(out, rows: int | None, *, sampled: bool, call: str) -> list[int]:
-    """The token per row (the first ``rows``; None: every row) of a model output: tokens as sampled on the device, or greedy samples
-    of host logits (the plugin's host sampler at temperature 0). ``call`` names the method in
-    the one-line error for an output of the wrong shape."""
+    """The token per row (the first ``rows``; None: every row) of a model output: tokens as
+    sampled on the device, or greedy samples of host logits (the plugin's host sampler at
+    temperature 0). ``call`` names the method in the one-line error for a wrong shape."""
     t = first_of(out)
     if not isinstance(t, torch.Tensor):
         raise GeneratorProtocolError(f"{call} returned {type(t).__name__}; the plugin expects a torch tensor "

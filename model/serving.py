@@ -100,11 +100,11 @@ def host_view_class(log: dict[int, tuple[bool, bool]], expected: list[int], got:
 class TTRunner:
     """The model runner: slots, prefill chunks, traced decode through the generator.
 
-    It calls the generator only through model/protocol.py, with torch tensors, in the order
-    the Tenstorrent plugin does (``decode_forward(read_from_device=False)``, then
-    ``read_decode_output(async_read=True)``; later ``ttnn.event_synchronize`` on the read's
-    events and ``process_decode_output_host``), so any generator speaking the protocol runs
-    here. ``ttnn`` is the module the generator runs on (the runner waits on its events).
+    It makes the plugin's calls of model/protocol.py and no others, in the plugin's order:
+    ``start()`` (KV cache, two-phase warm-up), then per step ``prefill_forward`` or
+    ``decode_forward(read_from_device=False)`` with ``read_decode_output(async_read=True)``
+    at once, ``ttnn.event_synchronize`` and ``process_decode_output_host`` when the output is
+    needed. ``ttnn`` is the module the generator runs on (the runner waits on its events).
     """
 
     def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int, kv: KvCacheSpec,

@@ -150,3 +150,32 @@ def test_the_tt_transformers_shaped_generator_captures_every_width_in_the_plugin
         assert sorted(gen._traces) == [1, 2, 4, 8] and all(t.trace_id is not None for t in gen._traces.values())
     finally:
         system.close()
+
+
+@pytest.mark.parametrize("temperature, top_k, greedy", [
+    ([0.0, 0.0], [5, 5], True),     # temperature 0 on every row
+    ([0.7, 0.2], [1, 1], True),     # top-k 1 on every row
+    ([0.0, 0.7], [5, 5], False),    # one sampled row
+    (0.0, [5, 9], True),            # a scalar covers every row
+    (torch.tensor([0.0, 0.3]), torch.tensor([1, 2]), False),
+])
+def test_only_greedy_sampling_params_are_taken_as_greedy(temperature, top_k, greedy):
+    from types import SimpleNamespace
+
+    from model.protocol import is_greedy
+
+    assert is_greedy(SimpleNamespace(temperature=temperature, top_k=top_k)) is greedy
+
+
+def test_our_generator_refuses_sampling_it_cannot_do():
+    from types import SimpleNamespace
+
+    system = System(0, FaultKnobs())
+    try:
+        gen = system.generator(flags=ARMS["all"])
+        table = torch.zeros(1, system.max_pages, dtype=torch.int32)
+        with pytest.raises(ValueError, match="samples greedily only"):
+            gen.decode_forward(torch.tensor([[1]]), torch.tensor([3]), table, reset_batch=True,
+                               sampling_params=SimpleNamespace(temperature=[0.7], top_k=[40]))
+    finally:
+        system.close()
