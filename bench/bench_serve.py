@@ -46,7 +46,8 @@ def main(argv=None) -> int:
     from model.flags import ARMS
     from fixtures.workloads import FaultKnobs, stage3
     from hil import gates
-    from fixtures.vllm import modeldir, server
+    from fixtures.engine import modeldir
+    from fixtures.vllm import server
 
     rec: dict = {"model": args.model, "seed": args.seed}
     with tempfile.TemporaryDirectory() as d:

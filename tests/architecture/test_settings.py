@@ -43,7 +43,7 @@ def test_the_scan_sees_each_spelling():
 def test_importing_the_packages_writes_no_environment_variable():
     code = ("import os; before = dict(os.environ); "
             "import ttsim, model.serving, model.generator, fixtures.system, fixtures.scenario, fixtures.cli, "
-            "fixtures.vllm.config, hil.discovery; "
+            "fixtures.engine.config, hil.discovery; "
             "print(sorted(set(os.environ.items()) ^ set(before.items())))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -38,7 +38,7 @@ def endpoint(request) -> str | None:
 @pytest.fixture(scope="session")
 def model_dirs(tmp_path_factory):
     """The generated model directory of each sim model, written once per session."""
-    from fixtures.vllm import modeldir
+    from fixtures.engine import modeldir
 
     dirs: dict[str, str] = {}
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from fixtures.vllm import modeldir, register_platform
+from fixtures.engine import modeldir
+from fixtures.vllm import register_platform
 from fixtures.settings import read_start_env
 
 

@@ -44,7 +44,7 @@ START_SESSION = textwrap.dedent("""
         S.plugin_installed = lambda: True
         model_dir = "unused"
     else:
-        from fixtures.vllm import modeldir
+        from fixtures.engine import modeldir
         model_dir = modeldir.write(str(log.parent / "model"), "markov")
         extra = ("--additional-config", '{"knobs": "quiet"}')
     started = []
@@ -163,7 +163,7 @@ def test_a_fixture_server_and_its_engine_core_die_with_a_killed_session(tmp_path
 
 
 def test_a_bin_ttsim_serve_server_and_its_engine_core_die_with_a_killed_cli(tmp_path):
-    from fixtures.vllm import modeldir
+    from fixtures.engine import modeldir
     from fixtures.vllm.server import free_port
 
     port = free_port()

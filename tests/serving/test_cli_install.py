@@ -147,7 +147,7 @@ def test_bad_shard_or_plot_is_refused_before_the_sweep(args, message, capsys, mo
 
 
 def test_only_the_expected_missing_kernels_warning_is_silenced():
-    from fixtures.vllm.prepare import prepare_vllm
+    from fixtures.engine.prepare import prepare_vllm
 
     prepare_vllm()  # installs the filter
 

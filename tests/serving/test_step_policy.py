@@ -1,4 +1,4 @@
-"""The Tenstorrent plugin's step policy (fixtures/vllm/scheduler.py): with ``step_policy="phased"``
+"""The Tenstorrent plugin's step policy (fixtures/engine/scheduler.py): with ``step_policy="phased"``
 every engine step is all-prefill or all-decode, chunk continuations run in prefill steps only,
 and a prefill step that cannot be scheduled under KV pressure falls back to a decode step.
 vLLM's stock policy ("mixed"; "phased", what production runs, is the default) is the
