@@ -1,0 +1,77 @@
+"""Replaying one seed from the shell, the command a failing sweep prints: a fresh process
+(`TTSIM_FORKSERVER=0`) beside a child of a warm fork server (fixtures/forkserver.py),
+interleaved so the machine's noise hits both alike; the outputs must be identical.
+
+    .venv/bin/python -m bench.bench_replay [--arm control] [--seed 0] [--repeats 3]
+
+Appends one JSON line to ``replay.jsonl`` in the runs folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import record
+from fixtures import forkserver
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _replay(argv: list[str], env: dict) -> tuple[float, tuple]:
+    t0 = time.perf_counter()
+    p = subprocess.run([str(ROOT / "bin" / "ttsim"), *argv], env=env, capture_output=True, text=True, timeout=600)
+    return time.perf_counter() - t0, (p.returncode, p.stdout, p.stderr)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--arm", default="control")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    replay = ["replay", "--arm", args.arm, "--seed", str(args.seed)]
+    sockets = tempfile.mkdtemp(prefix="bfs-", dir="/tmp")  # a private server, stopped at the end
+    # bin/ttsim puts this checkout first on the path: the key and the server see the same path
+    env = {**os.environ, "TTSIM_SKIP_SETUP": "1", "TMPDIR": sockets, "PYTHONPATH": str(ROOT)}
+    env.pop("TTSIM_FORKSERVER", None)
+    key = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    t0 = time.perf_counter()
+    server = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", key], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        sock = forkserver.socket_path(key).name
+        while not (Path(sockets) / f"ttsim-fork-{os.getuid()}" / sock).exists():
+            if server.poll() is not None or time.perf_counter() - t0 > 300:
+                raise SystemExit("bench_replay: the fork server did not come up")
+            time.sleep(0.1)
+        server_up_s = time.perf_counter() - t0
+        cold, warm = [], []
+        for _ in range(args.repeats):
+            c, cold_out = _replay(replay, {**env, "TTSIM_FORKSERVER": "0"})
+            w, warm_out = _replay(replay, env)
+            if cold_out != warm_out:
+                raise SystemExit("bench_replay: the served replay's output differs from the fresh process's")
+            cold.append(c)
+            warm.append(w)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        subprocess.run(["rm", "-rf", sockets], check=False)
+    ratio = statistics.median(cold) / statistics.median(warm)
+    print(f"bin/ttsim {' '.join(replay)}: fresh {statistics.median(cold):.2f} s, forked {statistics.median(warm):.2f} s "
+          f"(median of {args.repeats}): {ratio:.1f}x; the server came up in {server_up_s:.1f} s; outputs identical")
+    record.write("replay", {"argv": replay, "fresh_s": cold, "forked_s": warm, "ratio": ratio,
+                            "server_up_s": server_up_s, "identical": True})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

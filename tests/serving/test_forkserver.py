@@ -1,0 +1,152 @@
+"""The fork server (fixtures/forkserver.py): a replay run in its child is byte for byte the
+replay a fresh process prints (stdout, stderr, exit code), a child never asks the server
+again, an edit to our code changes the server's key, and a server stops when idle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures import forkserver
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLAY = ["replay", "--arm", "control", "--seed", "0"]  # 1 of 32 requests differs: exit 1, a verdict per request
+
+
+@pytest.fixture
+def env(tmp_path):
+    """The client's and the server's environment: a private socket folder (short: Unix socket
+    paths are limited), this checkout first on the path, records in tmp."""
+    sockets = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
+    e = {**os.environ, "TMPDIR": sockets, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
+    e.pop("TTSIM_FORKSERVER", None)
+    yield e
+    subprocess.run(["rm", "-rf", sockets], check=False)
+
+
+def _key(env) -> str:
+    out = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def _start(env, log: Path, idle_s: float = 120.0):
+    k = _key(env)
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", k, str(idle_s)], env=env, cwd=ROOT,
+                                stdout=fh, stderr=subprocess.STDOUT)
+    sock = Path(env["TMPDIR"]) / f"ttsim-fork-{os.getuid()}" / f"{k}.sock"
+    deadline = time.monotonic() + 180
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the fork server did not come up:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return proc, sock
+
+
+def _ttsim(argv, env, cwd):
+    return subprocess.run([sys.executable, "-m", "fixtures.cli", *argv], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_replay_in_the_servers_child_is_the_fresh_processs_replay(env, tmp_path):
+    log = tmp_path / "server.log"
+    proc, sock = _start(env, log)
+    try:
+        served = _ttsim(REPLAY, env, tmp_path)
+        again = _ttsim(REPLAY, env, tmp_path)  # a second child of the same parent: nothing carried over
+        fresh = _ttsim(REPLAY, {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert log.read_text().count("ttsim replay --arm control --seed 0") == 2, log.read_text()
+    assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert (again.returncode, again.stdout, again.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert fresh.returncode == 1 and "1 of 32 requests differ" in fresh.stdout
+    assert not sock.exists(), "a stopped server leaves no socket behind"
+
+
+def test_bad_input_through_the_server_is_the_same_one_line(env, tmp_path):
+    proc, _ = _start(env, tmp_path / "server.log")
+    try:
+        served = _ttsim(["replay", "--arm", "nonsense", "--seed", "0"], env, tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    fresh = _ttsim(["replay", "--arm", "nonsense", "--seed", "0"], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
+    assert served.returncode == fresh.returncode == 2
+    assert served.stderr == fresh.stderr and len(served.stderr.splitlines()) == 1
+
+
+def test_an_idle_server_stops_and_removes_its_socket(env, tmp_path):
+    proc, sock = _start(env, tmp_path / "server.log", idle_s=1.0)
+    assert proc.wait(timeout=60) == 0
+    assert not sock.exists()
+
+
+def test_no_server_means_the_command_runs_here_and_none_is_started_off_a_terminal(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", env["TMPDIR"])
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    started = []
+    monkeypatch.setattr(forkserver, "start_server", started.append)
+    assert forkserver.run(REPLAY) is None
+    assert started == []  # the test's stderr is no terminal
+    monkeypatch.setenv("TTSIM_FORKSERVER", "0")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert forkserver.run(REPLAY) is None and started == []  # switched off: not even from a terminal
+
+
+def test_the_key_follows_our_code_and_vllms_import_time_environment(tmp_path, monkeypatch):
+    for pkg in forkserver.PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    monkeypatch.setattr(forkserver, "ROOT", tmp_path)
+    k = forkserver.key()
+    assert forkserver.key() == k
+    monkeypatch.setenv("TTSIM_SEED", "7")  # read at run time by the child: the same server serves it
+    assert forkserver.key() == k
+    src = tmp_path / "model" / "__init__.py"
+    src.write_text("X = 1\n")
+    edited = forkserver.key()
+    assert edited != k
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 1))
+    assert forkserver.key() != edited
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "DEBUG")  # vLLM reads it at import
+    assert forkserver.key() not in (k, edited)
+
+
+def test_a_forked_child_never_asks_the_server_again(monkeypatch):
+    from fixtures import cli
+
+    asked = []
+    monkeypatch.setattr(forkserver, "run", lambda argv: asked.append(argv))
+    args = cli.build_parser().parse_args(REPLAY)
+    assert cli._forked(args)
+    monkeypatch.setattr(forkserver, "_IN_CHILD", True)
+    assert not cli._forked(args)
+    assert not cli._forked(cli.build_parser().parse_args(["replay", "--trace", "t.jsonl"]))
+
+
+def test_the_child_takes_the_clients_directory_and_environment(env, tmp_path):
+    """A generator given by a path relative to the client's directory, reading a variable only
+    the client has: the served run sees both, as a fresh process does."""
+    proc, _ = _start(env, tmp_path / "server.log")
+    client = tmp_path / "client"
+    client.mkdir()
+    (client / "gen.py").write_text("import os\n\nraise RuntimeError('mark: ' + os.environ.get('TFS_MARK', 'unset'))\n")
+    argv = ["replay", "--arm", "as-is", "--seed", "0", "--generator", "gen.py:G"]
+    try:
+        served = _ttsim(argv, {**env, "TFS_MARK": "the client's"}, client)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    fresh = _ttsim(argv, {**env, "TFS_MARK": "the client's", "TTSIM_FORKSERVER": "0"}, client)
+    assert "mark: the client's" in fresh.stderr, fresh.stderr
+    assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
