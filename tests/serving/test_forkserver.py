@@ -5,6 +5,7 @@ again, an edit to our code changes the server's key, and a server stops when idl
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -134,6 +135,57 @@ def test_a_forked_child_never_asks_the_server_again(monkeypatch):
     assert not cli._forked(cli.build_parser().parse_args(["replay", "--trace", "t.jsonl"]))
 
 
+@pytest.mark.parametrize("argv, forked", [
+    (["arms", "--seeds", "4"], True),
+    (["arms", "--seeds", "4", "--hil"], False),  # cards: the server has imported ttsim
+    (["arms", "--seeds", "4", "--executor", "ray"], False),
+    (["arms", "merge", "a.json", "--json", "b.json"], False),  # light
+    (["arms", "compare", "a.json", "b.json"], False),
+    (["replay", "--arm", "all", "--seed", "3"], True),
+    (["selfcheck"], False),
+])
+def test_which_commands_a_server_runs(argv, forked):
+    from fixtures import cli
+
+    assert cli._forked(cli.build_parser().parse_args(argv)) is forked
+
+
+def test_a_sweep_through_the_server_writes_the_fresh_processs_json(env, tmp_path):
+    proc, _ = _start(env, tmp_path / "server.log")
+    argv = ["arms", "--seeds", "3", "--seed-start", "27", "--workers", "2", "--arms", "control,all"]
+    try:
+        served = _ttsim([*argv, "--json", str(tmp_path / "served.json")], env, tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    fresh = _ttsim([*argv, "--json", str(tmp_path / "fresh.json")], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
+    assert served.returncode == fresh.returncode == 0, served.stderr
+    assert (tmp_path / "served.json").read_bytes() == (tmp_path / "fresh.json").read_bytes()
+    timing = re.compile(r"in [\d.]+ s \([\d.]+ s of it starting vLLM\)")  # the one line that may differ
+    assert timing.sub("", served.stdout.replace("served.json", "fresh.json")) == timing.sub("", fresh.stdout)
+
+
+def test_a_client_that_dies_takes_its_command_with_it(env, tmp_path):
+    log = tmp_path / "server.log"
+    proc, _ = _start(env, log)
+    try:
+        client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
+                                  env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while "ttsim arms" not in log.read_text():
+            assert time.monotonic() < deadline and client.poll() is None, log.read_text()
+            time.sleep(0.2)
+        client.kill()  # no chance to forward anything
+        client.wait()
+        while "exit" not in log.read_text().split("ttsim arms", 1)[1]:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "exit 143" in log.read_text(), log.read_text()  # SIGTERM'd: the sweep's own clean stop
+
+
 def test_the_child_takes_the_clients_directory_and_environment(env, tmp_path):
     """A generator given by a path relative to the client's directory, reading a variable only
     the client has: the served run sees both, as a fresh process does."""
@@ -150,3 +202,35 @@ def test_the_child_takes_the_clients_directory_and_environment(env, tmp_path):
     fresh = _ttsim(argv, {**env, "TFS_MARK": "the client's", "TTSIM_FORKSERVER": "0"}, client)
     assert "mark: the client's" in fresh.stderr, fresh.stderr
     assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+
+
+def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client(env, tmp_path):
+    log = tmp_path / "server.log"
+    proc, _ = _start(env, log)
+    client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
+                              env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "ttsim arms" not in log.read_text():
+            assert time.monotonic() < deadline and client.poll() is None, log.read_text()
+            time.sleep(0.2)
+        child = int(re.search(r"child (\d+): ttsim arms", log.read_text()).group(1))
+        proc.terminate()
+        proc.wait(timeout=30)
+        _, err = client.communicate(timeout=60)
+    finally:
+        proc.kill()
+        client.kill()
+    assert client.returncode == 1 and "the fork server went away" in err, err
+    deadline = time.monotonic() + 30
+    while _alive(child):
+        assert time.monotonic() < deadline, f"the command {child} outlived its server"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
