@@ -67,10 +67,20 @@ def test_the_keep_runs_only_where_the_model_declares_async_decode(declares, gate
 def test_scenario_cli_lists_reproduces_and_refuses_an_unknown_name_in_one_line(capsys):
     assert main(["scenario", "--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed == [f"{b.name}: {b.repo}#{b.number} {b.title} ({b.url})" for b in upstream_bugs.CATALOGUE.values()]
+    assert listed[:len(upstream_bugs.CATALOGUE)] == [f"{b.name}: {b.repo}#{b.number} {b.title} ({b.url})"
+                                                      for b in upstream_bugs.CATALOGUE.values()]
+    assert [ln.split(":")[0] for ln in listed[len(upstream_bugs.CATALOGUE):]] == list(upstream_bugs.NOT_REPRODUCED)
     assert main(["scenario", "upstream-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"ttsim: error: unknown scenario 'upstream-1'; choose from {', '.join(upstream_bugs.names())}"]
+
+
+@pytest.mark.parametrize("name", list(upstream_bugs.NOT_REPRODUCED))
+def test_a_bug_not_reproduced_is_refused_in_one_line_saying_why(name, capsys):
+    assert main(["scenario", name]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    url, why = upstream_bugs.NOT_REPRODUCED[name]
+    assert err == [f"ttsim: error: {name} ({url}) is not reproduced on ttsim: {why} (docs/fidelity.md)"]
 
 
 def test_every_scenario_cites_its_issue_and_has_a_ledger_row():
@@ -80,3 +90,5 @@ def test_every_scenario_cites_its_issue_and_has_a_ledger_row():
     for bug in upstream_bugs.CATALOGUE.values():
         assert bug.url.endswith(f"/{bug.number}") and bug.repo.startswith("tenstorrent/")
         assert f"| `{bug.name}` |" in ledger, f"docs/fidelity.md has no row for {bug.name}"
+    for name, (url, _) in upstream_bugs.NOT_REPRODUCED.items():
+        assert f"| `{name}` |" in ledger and url.rsplit("/", 1)[1] in ledger, f"docs/fidelity.md has no row for {name}"
