@@ -30,6 +30,23 @@ def test_54565_truncates_at_the_second_token_without_the_gate_and_passes_with_it
     assert r54565.ok and r54565.lines()[-1] == "  REPRODUCED"
 
 
+def test_a_scenario_that_does_not_fail_as_reported_or_fails_with_the_fix_is_not_reproduced(r54565):
+    import dataclasses
+
+    bug, seed, broken, fixed = r54565.bug, r54565.seed, r54565.broken, r54565.fixed
+    verdicts = {
+        "no request fails without the fix": upstream_bugs.Reproduction(bug, seed, fixed, fixed),
+        "3 requests fail with the fix": upstream_bugs.Reproduction(bug, seed, broken, broken),
+        "failures not of the issue's kind (slot-reuse at output 2)":
+            upstream_bugs.Reproduction(dataclasses.replace(bug, first_wrong=2), seed, broken, fixed),
+        "failures not of the issue's kind (garbage-token at output 1)":
+            upstream_bugs.Reproduction(dataclasses.replace(bug, defect="garbage-token"), seed, broken, fixed),
+    }
+    for why, r in verdicts.items():
+        assert not r.ok
+        assert r.lines()[-1].startswith(f"  NOT REPRODUCED: {why}"), r.lines()[-1]
+
+
 def test_54565_survives_production_s_three_fixes_and_the_public_gate_closes_it():
     # production's fixes do not close it (the plugin's condense moves the prefilled request off its
     # slot's row, where F1's mark forces the host); the PR's gate does, as the candidate fix
