@@ -20,6 +20,9 @@ F1; qwen36's per-width trace stores; docs/fidelity.md names each source):
   is copied from the host. The fixes in :mod:`model.flags` guard that rule.
 - The slots prefilled since the last decode are marked on every prefill call and all
   cleared after every decode; the fix forces the host on row ``slot`` (after the gather).
+- The keep runs only for a model declaring ``supports_async_decode`` (``model_capabilities``),
+  as F1's ``decode_forward`` since tt-metal #54565; ``async_keep_gate=False`` is the code before
+  it (the named scenario ``upstream-54565``, fixtures/upstream_bugs.py).
 
 Nothing here knows which seed or fault is in force: the defects come from what the buffers
 really hold -- a width's inputs left from an older batch, another trace's intermediates.
