@@ -20,6 +20,9 @@ F1; qwen36's per-width trace stores; docs/fidelity.md names each source):
   is copied from the host. The fixes in :mod:`model.flags` guard that rule.
 - The slots prefilled since the last decode are marked on every prefill call and all
   cleared after every decode; the fix forces the host on row ``slot`` (after the gather).
+- The keep runs only for a model declaring ``supports_async_decode`` (``model_capabilities``),
+  as F1's ``decode_forward`` since tt-metal #54565; ``async_keep_gate=False`` is the code before
+  it (the named scenario ``upstream-54565``, fixtures/upstream_bugs.py).
 
 Nothing here knows which seed or fault is in force: the defects come from what the buffers
 really hold -- a width's inputs left from an older batch, another trace's intermediates.
@@ -190,6 +193,11 @@ CONTRACT_COMMANDS = ("reload_inputs", "reload_page_table", "reload_sampling_para
 
 
 class Generator:
+    #: what the model class declares to the plugin (tt-metal's ``model_capabilities``): with
+    #: ``supports_async_decode`` the plugin keeps vLLM's async scheduling, so the host trails the
+    #: device by a step and the merge's keep recovers the device's token; an instance's
+    #: ``supports_async_decode=`` overrides it
+    model_capabilities = {"supports_async_decode": True}
     #: 0: the legacy ``reset_batch`` protocol (what the plugin at e3fc8494 sends); 1: the reload
     #: commands (``decode_contract.py``). A subclass may declare it here, as tt-metal's
     #: generators do; ``decode_contract=`` overrides it per instance
@@ -209,12 +217,20 @@ class Generator:
         bucket_policy: Callable[[int], int] | None = None,
         on_merge: Callable[[MergeEvent], None] | None = None,
         decode_contract: int | None = None,
+        supports_async_decode: bool | None = None,
+        async_keep_gate: bool = True,
     ):
         if decode_contract is None:  # the class's declaration, a subclass's included
             decode_contract = type(self).decode_input_update_contract
         if decode_contract not in (0, 1):
             raise ValueError(f"decode_contract must be 0 (reset_batch) or 1 (reload commands), got {decode_contract!r}")
         self.decode_input_update_contract = decode_contract
+        if supports_async_decode is not None:  # the instance's own declaration (as a subclass's would be)
+            self.model_capabilities = {**type(self).model_capabilities, "supports_async_decode": supports_async_decode}
+        # tt-metal #54565's fix: the keep runs only for a model declaring supports_async_decode
+        # (without vLLM's lag there is no newer device token to recover, only a stale one to
+        # adopt); False is the code before it, which kept for every model
+        self.async_keep_gate = async_keep_gate
         self.model = model
         self.ttnn = ttnn
         self.mesh_device = mesh_device
@@ -234,6 +250,10 @@ class Generator:
         self._step = 0
         self._last_read_event = None
         self.guard_rejects = 0
+
+    @property
+    def _async_decode(self) -> bool:
+        return bool(self.model_capabilities.get("supports_async_decode", False))
 
     # -- the plugin's start-up (model/protocol.py) ---------------------------------------
     def allocate_kv_cache(self, kv_cache_shape, dtype, num_layers):
@@ -352,12 +372,15 @@ class Generator:
 
         trace, created = self._store(bucket, host_tok, host_pos, pt, slots)
         fresh = not trace.executed
-        merge_runs = (staging is None and self.flags.merge and reload
+        keeps = self.flags.merge and (self._async_decode or not self.async_keep_gate)
+        merge_runs = (staging is None and keeps and reload
                       and (not created or self.flags.whatif_never_run_bucket))
         if staging is not None:
             self._stage_commanded(trace, staging, created, remap, host_tok, host_pos, pt, slots)
         elif not self.flags.merge:
             self._write_tokens(trace, host_tok, host_pos)  # the pre-merge behaviour: host inputs always
+        elif not keeps and reload and not created:
+            self._write_tokens(trace, host_tok, host_pos)  # #54565: no keep, the host's inputs at a reload
         elif merge_runs:
             tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos, remap)
             self._write_tokens(trace, tok, pos)

@@ -354,11 +354,17 @@ class TTRunner:
 
 class Engine:
     """The in-process path (sweeps): EngineCore.step_with_batch_queue with a batch queue of 2
-    (async scheduling), driving the same ``TTRunner`` the served path's worker drives."""
+    (async scheduling), driving the same ``TTRunner`` the served path's worker drives.
+    ``batch_queue=1``: each step's output is processed before the next is scheduled, as
+    EngineCore.step without async scheduling (what the plugin falls back to for a model that
+    does not declare ``supports_async_decode``): the host is never a step behind."""
 
-    def __init__(self, scheduler, runner: TTRunner):
+    def __init__(self, scheduler, runner: TTRunner, batch_queue: int = 2):
+        if batch_queue not in (1, 2):
+            raise ValueError(f"batch_queue must be 1 (sync) or 2 (async scheduling), got {batch_queue!r}")
         self.s = scheduler
         self.runner = runner
+        self.batch_queue = batch_queue
         self.queue: deque = deque()
         self.outputs: dict[str, list[int]] = {}
         self.finished: set[str] = set()
@@ -375,7 +381,7 @@ class Engine:
             so = self.s.schedule()
             self.steps += 1
             self.queue.appendleft((self.runner.execute(so), so))
-            if len(self.queue) < 2 and (so.total_num_scheduled_tokens > 0 or self.s.has_requests()):
+            if len(self.queue) < self.batch_queue and (so.total_num_scheduled_tokens > 0 or self.s.has_requests()):
                 return  # schedule k+1 before processing k
         elif not self.queue:
             return

@@ -1,5 +1,5 @@
 """The light commands stay light: from a fresh process, `replay --trace`, `arms merge`,
-`arms compare` and `snapshots report` import neither torch nor vLLM."""
+`arms compare`, `snapshots report` and `scenario --list` import neither torch nor vLLM."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def test_arms_merge_and_compare_import_neither_torch_nor_vllm(tmp_path):
 def test_snapshots_report_imports_neither_torch_nor_vllm(tmp_path):
     rc, heavy, out = _run_in_fresh_process(["snapshots", "report", "--out", str(tmp_path / "review")], tmp_path)
     assert (rc, heavy) == (0, []), out
+
+
+def test_scenario_list_and_its_refusals_import_neither_torch_nor_vllm(tmp_path):
+    rc, heavy, out = _run_in_fresh_process(["scenario", "--list"], tmp_path)
+    assert (rc, heavy) == (0, []), out
+    assert "upstream-54565: tenstorrent/tt-metal#54565" in out
+    _, heavy, out = _run_in_fresh_process(["scenario", "upstream-56474"], tmp_path)  # (main returns 2)
+    assert heavy == [], out
+    assert "ttsim: error: upstream-56474 (https://github.com/tenstorrent/tt-metal/issues/56474) is not reproduced" in out
 
 
 @pytest.mark.parametrize("argv", [["replay", "--seed", "1", "--arm", "control"], ["arms", "--seeds", "1"]])

@@ -21,15 +21,16 @@ Rows = list[tuple[int, int]]  # (token, position) per row; position -1 = inactiv
 
 def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, prefilled: tuple[int, ...] = (),
                last_run: Rows | None = None, lag: float = 0.0, errors: list | None = None,
-               remap: list[int] | None = None) -> MergeEvent | None:
+               remap: list[int] | None = None, out: list | None = None, **options) -> MergeEvent | None:
     """Decode ``host`` with ``reset_batch=True`` into bucket ``len(host)``, whose trace buffers
     hold ``dev`` (an earlier batch's, so not never-run). ``prefilled`` slots were prefilled
     since their last decode. ``last_run``: rows of another bucket's trace that ran last
     (default: the target trace ran last). ``lag``: the device's lag while the merge reads
     (0 = every read lands). ``dev=None``: the target bucket was never run and nothing was
     written to it (what its inputs were created holding). ``remap``: the decode's
-    ``slot_remap``. Returns the reported merge event (None if no merge ran); a
-    device error in the decode that follows goes to ``errors`` when given, else raises."""
+    ``slot_remap``. ``options``: more generator keywords. Returns the reported merge event
+    (None if no merge ran); a device error in the decode that follows goes to ``errors`` when
+    given, else raises; ``out``, when given, gets the decode's sampled token per row."""
     flags = ARMS[flags] if isinstance(flags, str) else flags
     bucket = len(host)
     assert (dev is None or len(dev) == bucket) and (last_run is None or len(last_run) != bucket)
@@ -41,7 +42,7 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, pre
         model = MarkovModel(ttsim, device, MARKOV, max_slots=8)
         max_pages = MAX_CTX // MARKOV.block_size
         gen = Generator(model, ttsim, device, flags=flags, max_context=MAX_CTX, max_pages=max_pages,
-                        enable_trace=False, on_merge=events.append, bucket_policy=lambda rows: bucket)
+                        enable_trace=False, on_merge=events.append, bucket_policy=lambda rows: bucket, **options)
         row = torch.zeros(max_pages, dtype=torch.int32)
         for slot in prefilled:
             gen.prefill_forward([[1, 2, 3]], [row], empty_slots=[slot], sampling_params=GREEDY)
@@ -55,8 +56,11 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, pre
         gen._last_bucket = len(last_run) if last_run is not None else bucket
         device.lag = lag
         try:
-            gen.decode_forward([t for t, _ in host], [p for _, p in host], row.repeat(bucket, 1),
-                               reset_batch=True, read_from_device=False, slot_remap=remap, sampling_params=GREEDY)
+            sampled = gen.decode_forward([t for t, _ in host], [p for _, p in host], row.repeat(bucket, 1),
+                                         reset_batch=True, read_from_device=out is not None, slot_remap=remap,
+                                         sampling_params=GREEDY)
+            if out is not None:
+                out.extend(sampled.reshape(-1).tolist())
         except ttsim.TTFatal as exc:
             if errors is None:
                 raise
