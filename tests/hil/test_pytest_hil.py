@@ -54,7 +54,7 @@ COLLECT = textwrap.dedent("""
 
     class Items:
         def pytest_collection_finish(self, session):
-            self.items = [(i.nodeid, "ttnn" in i.fixturenames, sorted(m.name for m in i.iter_markers()))
+            self.items = [(i.nodeid, "device_backend" in i.fixturenames, sorted(m.name for m in i.iter_markers()))
                           for i in session.items]
 
     sim = Items()
@@ -69,7 +69,7 @@ COLLECT = textwrap.dedent("""
 
 def test_hil_collects_exactly_the_sim_device_tests_minus_fault_injection():
     """Both collections in one interpreter (the second is `pytest --hil --collect-only -q` as pytest.main
-    runs it): what --hil lists equals the sim's device tests (they take the `ttnn` fixture) minus
+    runs it): what --hil lists equals the sim's device tests (they take `device_backend`, most through `ttnn`) minus
     ttsim's own tests and those that need fault injection. No card is needed to collect."""
     out = run([sys.executable, "-c", COLLECT], cwd=ROOT, env=clean_env())
     sim_part, _, hil_part = out.stdout.partition("HIL-COLLECTION-BEGINS")
