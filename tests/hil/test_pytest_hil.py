@@ -93,12 +93,13 @@ def test_hil_collects_exactly_the_sim_device_tests_minus_fault_injection():
 
 
 SESSION_TESTS = textwrap.dedent("""
-    import os, time
+    import os, sys, time
     import pytest
 
     @pytest.mark.parametrize("mesh_device", [2], indirect=True)
     def test_tp2(ttnn, mesh_device, record_property):
         assert ttnn.__version__ == "0.81.1+fake" and mesh_device.get_num_devices() == 2
+        assert "ttsim" not in sys.modules  # a card session seeds nothing: the simulator stays out
         record_property("pcc", 0.99947)
 
     def test_fails_on_card(ttnn, device):

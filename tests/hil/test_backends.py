@@ -55,6 +55,21 @@ def test_a_workload_on_the_cards_backend_never_imports_ttsim(runs):
     assert all(got == len(expected) for v in card["verdicts"].values() for _, expected, got in v)
 
 
+def test_ttsim_arms_hil_never_imports_ttsim(tmp_path):
+    """The user's path, in a fresh process: `ttsim arms --hil` probes the stand-in cards, sweeps a
+    seed on them and writes its report, and the simulator package is never imported."""
+    code = ("import json, sys; from fixtures.cli import main; "
+            "rc = main(['arms', '--hil', '--arms', 'all', '--seeds', '1', '--json', sys.argv[1]]); "
+            "print('RESULT ' + json.dumps([rc, sorted(m for m in sys.modules if m.split('.')[0] == 'ttsim')]))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "hw.json")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, env=clean_env(PYTHONPATH=FAKE_TTNN, TTSIM_RUNS_DIR=tmp_path / "runs"))
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, out.stdout[-2000:] + out.stderr[-3000:]
+    assert json.loads(lines[-1][len("RESULT "):]) == [0, []], out.stdout[-2000:] + out.stderr[-3000:]
+    report = json.loads((tmp_path / "hw.json").read_text())
+    assert report["backend"] == "hil" and report["arms"]["all"]["requests"] == 32
+
+
 def test_the_same_seed_is_the_same_workload_on_both_backends(runs):
     """The prompts and their answers come from the seed (fixtures.seeds), not from the backend; the
     simulator's run is the control of the check above: it does import ttsim."""
@@ -92,3 +107,31 @@ def test_the_card_backend_sets_neither_seed_nor_knobs():
         backend.seed(9)
         assert ttsim.get_seed() == 1
         assert backend.diagnostics(mesh) == [] and backend.device_timeout == ()
+
+
+def test_a_system_opens_under_its_seed_and_knobs_whatever_ttsim_was_seeded_with():
+    from fixtures.system import System
+
+    ttsim.set_seed(1)
+    system = System(5, FaultKnobs(readback_lag=0.125))
+    try:
+        assert ttsim.get_seed() == 5 and system.mesh.lag == 0.125
+    finally:
+        system.close()
+
+
+def test_a_systems_fresh_memory_is_its_seeds_whatever_ttsim_held_before():
+    """Never-written device memory holds the seed's junk (ttsim/seed.py's junk_bytes), so the
+    bytes show which seed the mesh was opened under."""
+    from fixtures.system import System
+
+    junk = []
+    for ambient in (1, 2):
+        ttsim.set_seed(ambient)
+        system = System(5, FaultKnobs())
+        try:
+            t = ttsim.allocate_tensor_on_device(ttsim.Shape([64]), ttsim.int32, ttsim.ROW_MAJOR_LAYOUT, system.mesh)
+            junk.append(ttsim.to_torch(ttsim.get_device_tensors(t)[0]).tolist())
+        finally:
+            system.close()
+    assert junk[0] == junk[1] and len(set(junk[0])) > 1
