@@ -67,3 +67,16 @@ def test_a_malformed_ttsim_seed_is_named(value, message):
 def test_the_process_environment_is_the_default(monkeypatch):
     monkeypatch.setenv("TTSIM_SEED", "77")
     assert read_seed() == 77
+
+
+def test_a_pytest_session_refuses_a_malformed_ttsim_seed_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    env = {**os.environ, "TTSIM_SEED": "abc"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:faker",
+                          str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 4 and out.stderr.strip() == "ERROR: TTSIM_SEED must be an integer, got 'abc'", \
+        out.stdout[-2000:] + out.stderr[-2000:]
