@@ -16,7 +16,8 @@ from .seed import DEFAULT_SEED, get_seed, set_seed  # noqa: F401 - light: numpy 
 def _load() -> dict:
     import importlib
 
-    _namespace = importlib.import_module("ttsim._namespace")
+    # relative: the package works under another name (tests/hil/fake_ttnn loads a private copy)
+    _namespace = importlib.import_module("._namespace", __name__)
     names = {k: v for k, v in vars(_namespace).items() if not k.startswith("_")}
     globals().update(names)
     globals()["__all__"] = sorted(names)
@@ -37,7 +38,7 @@ def __getattr__(name: str):
     if name in _submodules():  # `from . import numerics` mid-import, `ttsim.device`: just that module
         import importlib
 
-        return importlib.import_module(f"ttsim.{name}")
+        return importlib.import_module(f".{name}", __name__)
     names = _load()
     if name == "__all__":
         return globals()["__all__"]

@@ -54,7 +54,7 @@ COLLECT = textwrap.dedent("""
 
     class Items:
         def pytest_collection_finish(self, session):
-            self.items = [(i.nodeid, "ttnn" in i.fixturenames, sorted(m.name for m in i.iter_markers()))
+            self.items = [(i.nodeid, "device_backend" in i.fixturenames, sorted(m.name for m in i.iter_markers()))
                           for i in session.items]
 
     sim = Items()
@@ -69,7 +69,7 @@ COLLECT = textwrap.dedent("""
 
 def test_hil_collects_exactly_the_sim_device_tests_minus_fault_injection():
     """Both collections in one interpreter (the second is `pytest --hil --collect-only -q` as pytest.main
-    runs it): what --hil lists equals the sim's device tests (they take the `ttnn` fixture) minus
+    runs it): what --hil lists equals the sim's device tests (they take `device_backend`, most through `ttnn`) minus
     ttsim's own tests and those that need fault injection. No card is needed to collect."""
     out = run([sys.executable, "-c", COLLECT], cwd=ROOT, env=clean_env())
     sim_part, _, hil_part = out.stdout.partition("HIL-COLLECTION-BEGINS")
@@ -93,12 +93,13 @@ def test_hil_collects_exactly_the_sim_device_tests_minus_fault_injection():
 
 
 SESSION_TESTS = textwrap.dedent("""
-    import os, time
+    import os, sys, time
     import pytest
 
     @pytest.mark.parametrize("mesh_device", [2], indirect=True)
     def test_tp2(ttnn, mesh_device, record_property):
         assert ttnn.__version__ == "0.81.1+fake" and mesh_device.get_num_devices() == 2
+        assert "ttsim" not in sys.modules  # a card session seeds nothing: the simulator stays out
         record_property("pcc", 0.99947)
 
     def test_fails_on_card(ttnn, device):

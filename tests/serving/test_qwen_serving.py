@@ -5,16 +5,16 @@ from fixtures import scenario
 from fixtures.workloads import FaultKnobs, stage3
 
 
-def test_batch_invariance_each_request_in_a_full_batch_equals_it_alone(ttnn):
+def test_batch_invariance_each_request_in_a_full_batch_equals_it_alone(device_backend):
     """8 requests at concurrency 8 share every decode batch; each must produce exactly the
     tokens it produces alone (serial, fresh device) -- batch invariance of the whole path."""
     knobs = FaultKnobs(readback_lag=0.5)
     workload = stage3(5, n_requests=8, concurrency=8, knobs=knobs, max_prompt=48, max_tokens=6)
-    expected = scenario.serial_answers(workload, 5, model="tiny", backend=ttnn)
-    result = scenario.run_scenario(workload, "all", 5, expected=expected, model="tiny", backend=ttnn)
+    expected = scenario.serial_answers(workload, 5, model="tiny", backend=device_backend)
+    result = scenario.run_scenario(workload, "all", 5, expected=expected, model="tiny", backend=device_backend)
     assert result.failed == [], [(v.request_id, v.expected, v.got) for v in result.failed]
 
 
-def test_sweep_model_serial_answer_equals_its_host_formula(ttnn):
+def test_sweep_model_serial_answer_equals_its_host_formula(device_backend):
     workload = stage3(3, n_requests=4)
-    assert scenario.serial_answers(workload, 3) == scenario.serial_answers(workload, 3, on_device=True, backend=ttnn)
+    assert scenario.serial_answers(workload, 3) == scenario.serial_answers(workload, 3, on_device=True, backend=device_backend)

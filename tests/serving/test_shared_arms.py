@@ -215,8 +215,8 @@ def test_without_a_remap_both_marks_are_the_rows_own():
 
 def test_on_a_given_backend_every_arm_runs_alone(monkeypatch):
     """Cards do not replay their timing, so arms sharing a run would not be independent
-    samples: with a backend given (here ttsim itself, passed as one) nothing is shared."""
-    import ttsim
+    samples: with a backend given (here ttsim's own, passed as one) nothing is shared."""
+    from fixtures.system import choose_backend
 
     seed = 100
     workload = stage3(seed)
@@ -229,7 +229,7 @@ def test_on_a_given_backend_every_arm_runs_alone(monkeypatch):
 
     monkeypatch.setattr(scenario, "_run_group", spy)
     expected = scenario.serial_answers(workload, seed)
-    got = scenario.run_arms(workload, ["control", "slots"], seed, expected=expected, backend=ttsim)
+    got = scenario.run_arms(workload, ["control", "slots"], seed, expected=expected, backend=choose_backend(hil=False))
     assert groups == [["control"], ["slots"]]
     monkeypatch.setattr(scenario, "_run_group", run_group)
     assert scenario.run_arms(workload, ["control", "slots"], seed, expected=expected)["slots"] == got["slots"]

@@ -10,10 +10,10 @@ from fixtures.workloads import FaultKnobs, stage3
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_stage3_all_arm_every_request_equals_its_serial_answer(ttnn, seed):
+def test_stage3_all_arm_every_request_equals_its_serial_answer(device_backend, seed):
     workload = stage3(seed, knobs=FaultKnobs())
     assert (len(workload.requests), workload.concurrency) == (32, 16)
     result = scenario.run_scenario(workload, "all", seed, expected=scenario.serial_answers(workload, seed),
-                                   mesh_cols=2, backend=ttnn)
+                                   mesh_cols=2, backend=device_backend)
     assert result.failed == [], [(v.request_id, v.defect, v.expected, v.got) for v in result.failed]
     assert len(result.verdicts) == 32

@@ -24,6 +24,7 @@ import torch
 
 import ttsim
 from fixtures import scenario
+from fixtures.system import SimBackend
 from fixtures.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.protocol import GREEDY, read_output
@@ -157,7 +158,7 @@ def recording(real):
     mp = pytest.MonkeyPatch()
     try:
         _record_methods(mp, rec, real)
-        system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, backend=proxy)
+        system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, backend=SimBackend(proxy))
         try:
             gen = system.generator(flags=ARMS["all"])
             rows = torch.zeros(2, system.max_pages, dtype=torch.int32)
@@ -191,7 +192,7 @@ def recording(real):
         # non-blocking merge reads)
         for arm in ("all", "what-if"):
             result = scenario.run_scenario(workload, arm, 9, expected={r.request_id: [] for r in workload.requests},
-                                           model="tiny", mesh_cols=2, backend=proxy)
+                                           model="tiny", mesh_cols=2, backend=SimBackend(proxy))
             assert [len(v.got) for v in result.verdicts] == [r.max_tokens for r in workload.requests]
     finally:
         mp.undo()
@@ -223,7 +224,7 @@ def test_a_planted_bad_keyword_or_extra_positional_is_caught(real, monkeypatch):
     add, all_reduce = ttsim.add, ttsim.all_reduce
     monkeypatch.setattr(ttsim, "add", lambda a, b, *, fused_bias=None, **kw: add(a, b, **kw))
     monkeypatch.setattr(ttsim, "all_reduce", lambda x, _axis=None, **kw: all_reduce(x, **kw))
-    system = scenario.System(7, FaultKnobs(), model="markov", mesh_cols=2, backend=proxy)
+    system = scenario.System(7, FaultKnobs(), model="markov", mesh_cols=2, backend=SimBackend(proxy))
     try:
         x = proxy.from_torch(torch.ones(1, 1, 32, 32), dtype=proxy.bfloat16, layout=proxy.TILE_LAYOUT,
                              device=system.mesh, mesh_mapper=proxy.ReplicateTensorToMesh(system.mesh))

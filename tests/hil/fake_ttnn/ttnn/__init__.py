@@ -1,16 +1,31 @@
 """A stand-in for the REAL ttnn, for testing hil's session logic only (never a proof about cards).
 
-It re-exports ttsim, says it is "real" the way hil checks (a ``_ttnn`` attribute), sees
+It re-exports a private copy of ttsim (loaded as ``_fake_card_sim``: like a card's ttnn it shares
+no module, and no seed, with the simulator, so ``ttsim`` in ``sys.modules`` means the harness
+imported it), says it is "real" the way hil checks (a ``_ttnn`` attribute), sees
 ``FAKE_TTNN_CARDS`` cards (default 2) filtered by TT_VISIBLE_DEVICES, and appends every
 device-level call, plus the environment it was imported with, to ``FAKE_TTNN_LOG`` (JSON lines).
 """
 
+import importlib.util
 import json
 import os
+import sys
+from pathlib import Path
 
-import ttsim as _sim
-from ttsim import *  # noqa: F401,F403
-from ttsim import transformer, experimental  # noqa: F401
+
+def _private_sim():
+    root = Path(importlib.util.find_spec("ttsim").origin).parent  # found, not imported
+    spec = importlib.util.spec_from_file_location("_fake_card_sim", root / "__init__.py",
+                                                  submodule_search_locations=[str(root)])
+    sim = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sim
+    spec.loader.exec_module(sim)
+    return sim
+
+
+_sim = _private_sim()
+globals().update({name: getattr(_sim, name) for name in _sim.__all__})
 
 __version__ = "0.81.1+fake"
 _ttnn = "fake compiled module"
