@@ -184,7 +184,13 @@ def test_serve_explain_names_a_divergent_requests_merges_class_and_replay(contro
     assert f"DIVERGES from its serial answer" in out and f": {bad['defect']}" in out
     assert f"replay: bin/ttsim replay --trace {run_dir / 'merges.jsonl'} --arm control" in out
     touched = [line for line in out.splitlines() if line.startswith("    line ")]
-    assert touched and all(" row " in line for line in touched)
+    from model.merge_trace import read_trace
+
+    (run,) = read_trace(str(run_dir / "merges.jsonl"))  # every row of the request, counted here
+    rows = [(line, row) for rec, line in zip(run.merges, run.lines)
+            for row, rid in enumerate(rec["request_ids"]) if rid == bad["request"]]
+    assert rows and [f"    line {line} " in t and f" row {row}:" in t for (line, row), t in zip(rows, touched)] == (
+        [True] * len(rows)) and len(touched) == len(rows), (rows, touched)
     if bad["merge_defect"]:  # the merge that kept a wrong row for it is among them
         assert any("<-- kept what the host disagrees with" in line for line in touched)
     # the recorded trace is what `replay --trace` reads: it re-decides the run's merges
