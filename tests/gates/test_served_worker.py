@@ -229,3 +229,20 @@ def test_a_request_is_found_by_the_ids_its_client_knows():
     assert {"cmpl-concurrent-req-11-0", "cmpl-concurrent-req-11", "concurrent-req-11"} <= names
     assert "concurrent-req" not in names and "req-11" not in names
     assert aliases("req-11") == {"req-11"}  # an in-process id has no random suffix
+
+
+def test_a_served_run_repeats_in_process_wrong_answers_and_merges_included(control_run, monkeypatch, tmp_path):
+    """The same seed, requests and admission schedule (here fixed: no HTTP timing) give the
+    same answers and the same merge decisions, the control arm's wrong ones included."""
+    import json
+
+    monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "again"))
+    _, _, outputs, run_dir = control_run
+    _, _, again, again_dir = _serve_in_process("phased", monkeypatch, CONTROL, n=32)
+    assert again == outputs
+
+    def lines(d, name):
+        return [json.loads(line) for line in (d / name).read_text().splitlines()]
+
+    assert lines(again_dir, "requests.jsonl") == lines(run_dir, "requests.jsonl")
+    assert lines(again_dir, "merges.jsonl") == lines(run_dir, "merges.jsonl")
