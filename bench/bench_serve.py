@@ -133,14 +133,20 @@ def served_repeat(model_dir: str, arm: str, seed: int, folder: Path) -> dict:
     (run_dir,) = (folder / "runs" / "serve").iterdir()
     _, meta, records = served.load(str(run_dir))
     cache: dict = {}
-    first = {}  # the first concurrent run's record of each gate request (the one the check compared)
+    first = {}  # the first record of each (check, gate request): the answers the check compared
     for r in sorted(records, key=lambda r: r["admitted"]):
-        name = served.aliases(r["request"])
-        for rid in check["failed_requests"]:
-            if f"concurrent-{rid}" in name:
-                first.setdefault(rid, r)
-    defects = {rid: served.judge(meta, first[rid], cache)["defect"] if rid in first else "unrecorded"
-               for rid in check["failed_requests"]}
+        for name in served.aliases(r["request"]):
+            first.setdefault(name, r)
+
+    def defect(rid: str) -> str:
+        """The class of whichever side the check compared (its serial or its concurrent answer)
+        differs from the oracle; "unexplained" when neither does."""
+        found = [f"{side}:{served.judge(meta, first[f'{side}-{rid}'], cache)['defect']}"
+                 for side in ("concurrent", "serial") if f"{side}-{rid}" in first
+                 and not served.judge(meta, first[f"{side}-{rid}"], cache)["equal"]]
+        return ",".join(found) or "unexplained"
+
+    defects = {rid: defect(rid) for rid in check["failed_requests"]}
     return {"requests": check["requests"], "failed": check["failed_requests"], "defects": defects,
             "status": rep.status(), "checks": {c["check"]: c["status"] for c in rep.checks}}
 
@@ -176,7 +182,7 @@ def served_sweep(args) -> int:
     summary = {"runs": len(rows), "requests": requests, "failed_requests": failed, "failing_seeds": failing,
                "rate": failed / requests, "wilson95": [lo, hi],
                "defects": dict(sorted(Counter(d for r in rows for d in r["defects"].values()).items())),
-               "guard_rejects": 0, "preemptions": 0,
+               "guard_rejects": "n/a", "preemptions": "n/a",  # the server's, not read over HTTP
                "failing_repeats": len(failing), "repeat_wilson95": list(wilson(len(failing), len(rows)))}
     report = {"backend": "http", "model": args.model, "seed": args.seed, "repeats": args.repeats,
               "note": "runs = stage-3 repeats against fresh servers of one seed; failing_seeds = failing repeats",
