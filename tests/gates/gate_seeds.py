@@ -8,10 +8,10 @@ default, no candidate fix), the plugin's phased steps. With the fixes off (CONTR
 slot-reuse defect emerges over HTTP and the stage-3 gate fails naming CONTROL_FAILS.
 
 Why a pinned seed at all: not for the treatment, which passed every served repeat measured
-(docs/serving.md: seed 29 and seeds 0-2), but for the negative control, which must fail
-*reliably* and name a request. Many seeds' control arms fail over HTTP, but which requests fail
-depends on the arrival schedule; seed 29's control failed naming req-11 on every repeat
-measured. Re-check after a change to the merge or the generator:
+(docs/serving.md: 10 servers on seed 29, 3 each on seeds 0-2), but for the negative control,
+which must fail *every* time and name a request: over HTTP the control failed 1 of 2 repeats on
+seeds 0 and 2, and seed 29's failed naming req-11 on 5 of 5 fresh servers (and on every gate
+session run since). Re-check after a change to the merge or the generator:
        .venv/bin/python tests/gates/find_seed.py 29 --repeats 3 --model markov
        .venv/bin/python -m bench.bench_serve --model markov --repeats 5 --arm control --seed 29
 """
