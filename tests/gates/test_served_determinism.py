@@ -73,5 +73,7 @@ def test_control_answers_differ_only_where_the_arrival_schedule_did(model_dirs, 
     assert any(r["equal"] is False for r in rec1), "the control arm diverged nowhere: the test shows little"
     _check_records(rec1, first)
     _check_records(rec2, second)
+    serial = [k for k in first if k.startswith("serial-")]  # one request at a time: one schedule
+    assert {k: first[k] for k in serial} == {k: second[k] for k in serial}
     if first != second:
         assert _schedule(rec1) != _schedule(rec2), "same arrival schedule, different answers"
