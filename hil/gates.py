@@ -173,8 +173,10 @@ class GateClient:
 
     def complete(self, check: str, req: GateRequest) -> Answer:
         def go():
+            # the request id names it in the server's records (vLLM's request_id; ttsim serve-explain)
             r = self.client.completions.create(model=self.model, prompt=req.prompt, max_tokens=req.max_tokens,
-                                               temperature=0, extra_body={"return_token_ids": True})
+                                               temperature=0, extra_body={"return_token_ids": True,
+                                                                          "request_id": f"{check}-{req.request_id}"})
             c = r.choices[0]
             ids = getattr(c, "token_ids", None)
             details = getattr(r.usage, "prompt_tokens_details", None)

@@ -51,23 +51,32 @@ def merge_record(event: MergeEvent) -> dict:
 
 
 class MergeTraceWriter:
-    """An ``on_merge`` consumer: buffers one run's merges, appends them at ``close``."""
+    """An ``on_merge`` consumer: buffers one run's merges, appends them at ``close``. A run
+    without an end (a served model) calls ``flush`` instead, so its merges are on disk as they
+    happen and the run stays one run record."""
 
     def __init__(self, path: str, **meta):
         self.path = path
-        self.lines = [json.dumps({"v": VERSION, "kind": "run", "meta": meta}, sort_keys=True)]
+        self._run = json.dumps({"v": VERSION, "kind": "run", "meta": meta}, sort_keys=True)
+        self.lines = [self._run]
 
     def __call__(self, event: MergeEvent) -> None:
         self.lines.append(json.dumps(merge_record(event), sort_keys=True))
 
+    def flush(self) -> None:
+        """Append what is buffered; later merges continue the same run."""
+        if self.lines:
+            data = ("\n".join(self.lines) + "\n").encode()
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        self.lines = []
+
     def close(self) -> None:
-        data = ("\n".join(self.lines) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        self.lines = self.lines[:1]
+        self.flush()
+        self.lines = [self._run]  # a reused writer starts a new run
 
 
 @dataclass

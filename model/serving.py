@@ -150,6 +150,8 @@ class TTRunner:
         self.decode_log: dict[str, dict[int, tuple[bool, bool]]] = {}
         self._prompt_lens: dict[str, int] = {}
         self.scratch = scratch  # knob hook: allocations between steps (allocator reuse patterns)
+        # (request, prompt, outputs, decode log) of each request vLLM finishes (the served records)
+        self.on_finish: Callable | None = None
 
     def start(self) -> None:
         """The plugin's start-up (KV cache, two-phase warm-up) before any request."""
@@ -177,6 +179,18 @@ class TTRunner:
         if st is not None and st.slot is not None:
             self.slots[st.slot] = None
 
+    def _finish(self, rid: str) -> None:
+        """A request vLLM finished. With ``on_finish`` (a server: requests never end) it gets what
+        the host saw of the request, which is then forgotten; else the decode log stays for the
+        run's verdicts (fixtures.scenario)."""
+        st = self.reqs.get(rid)
+        if self.on_finish is not None:
+            n = self._prompt_lens.pop(rid, None)
+            log = self.decode_log.pop(rid, {})
+            if st is not None and n is not None:
+                self.on_finish(rid, st.tokens[:n], st.tokens[n:], log)
+        self._release(rid)
+
     def _page_row(self, st: _ReqState) -> tuple[int, ...]:
         """The request's page-table row, ``max_pages`` ids (rebuilt only when its blocks change)."""
         blocks = tuple(st.blocks[: self.max_pages])
@@ -190,7 +204,7 @@ class TTRunner:
         from vllm.v1.outputs import ModelRunnerOutput
 
         for rid in sorted(so.finished_req_ids):
-            self._release(rid)
+            self._finish(rid)
             self._layout_changed = True
         for rid in sorted(getattr(so, "preempted_req_ids", None) or ()):
             self._release(rid)

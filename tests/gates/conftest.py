@@ -14,14 +14,11 @@ import pytest
 
 from hil import gates
 
-from gate_seeds import CONTROL_ENV, GATE_SEED, TREATMENT_ENV
+from gate_seeds import CONTROL_ENV, GATE_SEED
 
-# The gate servers inject no swarm fault knobs (no forced bucket churn or scratch
-# allocations): the device is still seeded (junk memory, command-queue lag), and the slot-reuse
-# defect of the control arm emerges from the workload's length collisions alone. With the
-# seed's swarm knobs (bucket churn 0.21) the treatment also failed 1 of 7 runs over HTTP: the
-# residual stale-buffer defect production's three fixes leave (README, arm `all`).
-QUIET = ("--additional-config", '{"knobs": "quiet"}')
+# The gate servers run production's configuration: the seed's swarm knobs (the worker's
+# default), the plugin's phased steps (the platform's default) and, in the treatment, the
+# fixes as production sets them (on by default; no candidate fix).
 
 @pytest.fixture(scope="session")
 def endpoint(request) -> str | None:
@@ -52,7 +49,7 @@ def model_dirs(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def sim_servers(tmp_path_factory, model_dirs):
-    """Start-once sim servers by (model, arm); "treatment" = every fix on (TREATMENT_ENV),
+    """Start-once sim servers by (model, arm); "treatment" = production's fixes (the defaults),
     "control" = production's fixes off, "legacy" = the treatment with QWEN36_SDPA_STREAMING=0
     (the model's legacy prefill: no banner). Reaped at session end."""
     from fixtures.vllm import server as S
@@ -63,10 +60,10 @@ def sim_servers(tmp_path_factory, model_dirs):
         key = (model, arm)
         if key not in started:
             env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "0" if arm == "legacy" else "1",
-                   **(CONTROL_ENV if arm == "control" else TREATMENT_ENV), **_user_generator_env()}
+                   **(CONTROL_ENV if arm == "control" else {}), **_user_generator_env()}
             log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
-                started[key] = S.start(model_dirs(model), log, env=env, extra=QUIET)
+                started[key] = S.start(model_dirs(model), log, env=env)
             except S.ServerError as exc:
                 pytest.fail(f"sim server ({model}, {arm}) did not start: {exc}", pytrace=False)
         return started[key]

@@ -5,7 +5,7 @@
 For each seed and arm, starts a fresh sim server (TTSIM_SEED=SEED, the control arm with the
 fixes off by env), runs the stage-3 gate's concurrent-vs-serial check on the seed's workload
 and prints the failing requests. Pin a seed whose control fails naming the same request on
-every repeat and whose treatment passes (tests/gates/gate_seeds.py).
+every repeat and whose treatment (production's fixes) passes (tests/gates/gate_seeds.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-from gate_seeds import CONTROL_ENV, TREATMENT_ENV, stage3_requests  # noqa: E402
+from gate_seeds import CONTROL_ENV, stage3_requests  # noqa: E402
 
 from hil import gates  # noqa: E402
 from fixtures.engine import modeldir  # noqa: E402
@@ -26,7 +26,7 @@ from fixtures.vllm import server  # noqa: E402
 
 
 def run(seed: int, arm: str, model_dir: str, log: Path, knobs: str) -> list[str]:
-    env = {"TTSIM_SEED": str(seed), "QWEN36_SDPA_STREAMING": "1", **(CONTROL_ENV if arm == "control" else TREATMENT_ENV)}
+    env = {"TTSIM_SEED": str(seed), "QWEN36_SDPA_STREAMING": "1", **(CONTROL_ENV if arm == "control" else {})}
     s = server.start(model_dir, log, env=env, extra=("--additional-config", f'{{"knobs": "{knobs}"}}'))
     try:
         report = gates.GateReport("stage3", "sim")
@@ -45,7 +45,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", default="control,treatment")
     p.add_argument("--model", choices=modeldir.MODELS, default="markov")
-    p.add_argument("--knobs", choices=("quiet", "swarm"), default="quiet", help="the server's device knobs")
+    p.add_argument("--knobs", choices=("quiet", "swarm"), default="swarm", help="the server's device knobs")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         md = modeldir.write(f"{d}/model", a.model)

@@ -152,3 +152,19 @@ def test_answers_differ_by_token_ids_even_when_their_text_is_the_same():
     assert a.same(gates.Answer("\ufffd", (200,)))
     assert a.same(gates.Answer("\ufffd", None))  # a server that reports no ids: text only
     assert not a.same(gates.Answer("x", (200,)))
+
+
+def test_stage3_rate_counts_failed_requests_over_repeats_with_a_wilson_interval():
+    from gate_seeds import stage3_rate
+
+    from fixtures.stats import wilson
+
+    reports = []
+    for failed in (["req-11"], [], ["req-11", "req-16"]):
+        r = gates.GateReport("stage3", "sim")
+        r.check("concurrent-equals-serial", not failed, "", failed_requests=failed, requests=32, concurrency=16)
+        r.check("determinism", True)
+        reports.append(r)
+    rate = stage3_rate(reports)
+    assert (rate["repeats"], rate["failing_repeats"], rate["failed_requests"], rate["requests"]) == (3, 2, 3, 96)
+    assert rate["rate"] == 3 / 96 and rate["wilson95"] == list(wilson(3, 96))
