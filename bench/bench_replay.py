@@ -1,8 +1,10 @@
 """Replaying one seed from the shell, the command a failing sweep prints: a fresh process
 (`TTSIM_FORKSERVER=0`) beside a child of a warm fork server (fixtures/forkserver.py),
 interleaved so the machine's noise hits both alike; the outputs must be identical.
+``--sweep N`` times `bin/ttsim arms --seeds N` the same way instead (its --json must be
+identical; its printout carries its own timing).
 
-    .venv/bin/python -m bench.bench_replay [--arm control] [--seed 0] [--repeats 3]
+    .venv/bin/python -m bench.bench_replay [--arm control] [--seed 0] [--repeats 3] [--sweep N]
 
 Appends one JSON line to ``replay.jsonl`` in the runs folder.
 """
@@ -24,10 +26,13 @@ from fixtures import forkserver
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _replay(argv: list[str], env: dict) -> tuple[float, tuple]:
+def _replay(argv: list[str], env: dict, sweep_json: Path | None) -> tuple[float, tuple]:
     t0 = time.perf_counter()
-    p = subprocess.run([str(ROOT / "bin" / "ttsim"), *argv], env=env, capture_output=True, text=True, timeout=600)
-    return time.perf_counter() - t0, (p.returncode, p.stdout, p.stderr)
+    p = subprocess.run([str(ROOT / "bin" / "ttsim"), *argv], env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t0
+    if sweep_json is not None:  # a sweep prints its own wall: compare its report and exit code
+        return wall, (p.returncode, sweep_json.read_bytes())
+    return wall, (p.returncode, p.stdout, p.stderr)
 
 
 def main(argv=None) -> int:
@@ -35,9 +40,12 @@ def main(argv=None) -> int:
     p.add_argument("--arm", default="control")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--sweep", type=int, metavar="N", help="time `arms --seeds N --workers 2` instead of a replay")
     args = p.parse_args(argv)
-    replay = ["replay", "--arm", args.arm, "--seed", str(args.seed)]
     sockets = tempfile.mkdtemp(prefix="bfs-", dir="/tmp")  # a private server, stopped at the end
+    sweep_json = Path(sockets) / "arms.json" if args.sweep else None
+    replay = (["arms", "--seeds", str(args.sweep), "--workers", "2", "--json", str(sweep_json)] if args.sweep
+              else ["replay", "--arm", args.arm, "--seed", str(args.seed)])
     # bin/ttsim puts this checkout first on the path: the key and the server see the same path
     env = {**os.environ, "TTSIM_SKIP_SETUP": "1", "TMPDIR": sockets, "PYTHONPATH": str(ROOT)}
     env.pop("TTSIM_FORKSERVER", None)
@@ -55,10 +63,10 @@ def main(argv=None) -> int:
         server_up_s = time.perf_counter() - t0
         cold, warm = [], []
         for _ in range(args.repeats):
-            c, cold_out = _replay(replay, {**env, "TTSIM_FORKSERVER": "0"})
-            w, warm_out = _replay(replay, env)
+            c, cold_out = _replay(replay, {**env, "TTSIM_FORKSERVER": "0"}, sweep_json)
+            w, warm_out = _replay(replay, env, sweep_json)
             if cold_out != warm_out:
-                raise SystemExit("bench_replay: the served replay's output differs from the fresh process's")
+                raise SystemExit("bench_replay: the forked command's output differs from the fresh process's")
             cold.append(c)
             warm.append(w)
     finally:
@@ -66,9 +74,10 @@ def main(argv=None) -> int:
         server.wait(timeout=30)
         subprocess.run(["rm", "-rf", sockets], check=False)
     ratio = statistics.median(cold) / statistics.median(warm)
-    print(f"bin/ttsim {' '.join(replay)}: fresh {statistics.median(cold):.2f} s, forked {statistics.median(warm):.2f} s "
+    shown = " ".join(replay[:-2] if args.sweep else replay)  # not the private --json path
+    print(f"bin/ttsim {shown}: fresh {statistics.median(cold):.2f} s, forked {statistics.median(warm):.2f} s "
           f"(median of {args.repeats}): {ratio:.1f}x; the server came up in {server_up_s:.1f} s; outputs identical")
-    record.write("replay", {"argv": replay, "fresh_s": cold, "forked_s": warm, "ratio": ratio,
+    record.write("replay", {"argv": shown.split(), "fresh_s": cold, "forked_s": warm, "ratio": ratio,
                             "server_up_s": server_up_s, "identical": True})
     return 0
 
