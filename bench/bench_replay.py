@@ -55,8 +55,8 @@ def main(argv=None) -> int:
     server = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", key], env=env, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        sock = forkserver.socket_path(key).name
-        while not (Path(sockets) / f"ttsim-fork-{os.getuid()}" / sock).exists():
+        sock = forkserver.socket_path(key, sockets)
+        while not sock.exists():
             if server.poll() is not None or time.perf_counter() - t0 > 300:
                 raise SystemExit("bench_replay: the fork server did not come up")
             time.sleep(0.1)

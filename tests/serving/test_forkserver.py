@@ -42,7 +42,7 @@ def _start(env, log: Path, idle_s: float = 120.0):
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", k, str(idle_s)], env=env, cwd=ROOT,
                                 stdout=fh, stderr=subprocess.STDOUT)
-    sock = Path(env["TMPDIR"]) / f"ttsim-fork-{os.getuid()}" / f"{k}.sock"
+    sock = forkserver.socket_path(k, env["TMPDIR"])
     deadline = time.monotonic() + 180
     while not sock.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
