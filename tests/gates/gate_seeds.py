@@ -47,3 +47,32 @@ def stage3_requests(seed: int):
     from hil.gates import GateRequest
 
     return [GateRequest(r.request_id, bytes(r.prompt).decode("utf-8"), r.max_tokens) for r in stage3(seed).requests]
+
+
+#: the answer checks of stage 3 and how many answers each judges per repeat (hil/gates.stage3:
+#: 32 requests against serial, the second concurrent run against the first, 8 batched copies)
+ANSWER_CHECKS = {"concurrent-equals-serial": 32, "determinism": 32, "batch-invariance": 8}
+
+
+def wrong_answer_rate(reports) -> dict:
+    """Every answer stage 3 judged over the repeats, and how many were wrong (a failing answer
+    check's detail names one wrong answer per "; " entry), with the 95% Wilson interval."""
+    from fixtures.stats import wilson
+
+    wrong = judged = 0
+    for r in reports:
+        for c in r.checks:
+            if c["check"] in ANSWER_CHECKS:
+                judged += ANSWER_CHECKS[c["check"]]
+                wrong += 0 if c["status"] == "pass" else len(c["detail"].split("; "))
+    lo, hi = wilson(wrong, judged)
+    return {"wrong": wrong, "answers": judged, "wilson95": [lo, hi]}
+
+
+def in_process_rate(arm: str) -> float:
+    """``arm``'s failed-request rate over 1000 seeds in process (docs/arms-1000.json)."""
+    import json
+    from pathlib import Path
+
+    report = json.loads((Path(__file__).resolve().parents[2] / "docs" / "arms-1000.json").read_text())
+    return report["arms"][arm]["rate"]

@@ -168,3 +168,22 @@ def test_stage3_rate_counts_failed_requests_over_repeats_with_a_wilson_interval(
     rate = stage3_rate(reports)
     assert (rate["repeats"], rate["failing_repeats"], rate["failed_requests"], rate["requests"]) == (3, 2, 3, 96)
     assert rate["rate"] == 3 / 96 and rate["wilson95"] == list(wilson(3, 96))
+
+
+def test_the_wrong_answer_rate_counts_every_answer_check_and_nothing_else():
+    from gate_seeds import in_process_rate, wrong_answer_rate
+
+    from fixtures.stats import wilson
+
+    r = gates.GateReport("stage3", "sim")
+    r.check("concurrent-equals-serial", False, "req-11: expected a got b; req-16: expected c got d",
+            failed_requests=["req-11", "req-16"], requests=32, concurrency=16)
+    r.check("determinism", False, "req-24: expected e got f", repeats=2)
+    r.check("batch-invariance", True)
+    r.check("cold-vs-cached-prefill", False, "a cache miss")  # not an answer check
+    clean = gates.GateReport("stage3", "sim")
+    for name in ("concurrent-equals-serial", "determinism", "batch-invariance", "cold-vs-cached-prefill"):
+        clean.check(name, True)
+    got = wrong_answer_rate([r, clean])
+    assert (got["wrong"], got["answers"]) == (3, 144) and got["wilson95"] == list(wilson(3, 144))
+    assert 0 < in_process_rate("all") < in_process_rate("control") < 0.05
