@@ -11,7 +11,7 @@ from hil import gates
 
 from gate_seeds import GATE_SEED, STAGE3_REPEATS, stage3_rate, stage3_requests
 
-pytestmark = [pytest.mark.xdist_group("gates-control"), pytest.mark.needs_fault_injection]
+pytestmark = pytest.mark.needs_fault_injection
 
 
 @pytest.fixture(scope="module")

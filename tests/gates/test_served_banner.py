@@ -50,7 +50,6 @@ def test_readiness_verdict_on_the_served_models_log(monkeypatch, value, engaged)
         assert "'QWEN36_SDPA_STREAMING engaged' not in the server log" in r.failures()
 
 
-@pytest.mark.xdist_group("gates-legacy")
 def test_a_server_started_with_streaming_off_fails_readiness(endpoint, sim_servers):
     """`bin/ttsim serve` with QWEN36_SDPA_STREAMING=0: /health is 200, the model runs the legacy
     path, and the probe fails on the missing banner."""

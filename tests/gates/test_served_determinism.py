@@ -13,7 +13,7 @@ from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED, stage3_requests
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gates-determinism")]
+pytestmark = pytest.mark.slow
 
 
 def _served_answers(model_dir: str, tmp_path, name: str, env: dict) -> tuple[dict, list[dict]]:

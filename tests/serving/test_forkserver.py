@@ -20,15 +20,35 @@ ROOT = Path(__file__).resolve().parents[2]
 REPLAY = ["replay", "--arm", "control", "--seed", "0"]  # 1 of 32 requests differs: exit 1, a verdict per request
 
 
-@pytest.fixture
-def env(tmp_path):
+def _env(tmp: Path):
     """The client's and the server's environment: a private socket folder (short: Unix socket
-    paths are limited), this checkout first on the path, records in tmp."""
+    paths are limited), this checkout first on the path, records in ``tmp``."""
     sockets = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
-    e = {**os.environ, "TMPDIR": sockets, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
+    e = {**os.environ, "TMPDIR": sockets, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp / "runs")}
     e.pop("TTSIM_FORKSERVER", None)
     yield e
     subprocess.run(["rm", "-rf", sockets], check=False)
+
+
+@pytest.fixture
+def env(tmp_path):
+    """An environment of one test's own, for a server it starts and stops itself."""
+    yield from _env(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One server for the tests that only need one up (it takes as long to start as a fresh
+    replay); (environment, server log, socket). A test's commands are told apart in the log by argv."""
+    tmp = tmp_path_factory.mktemp("forkserver")
+    for e in _env(tmp):
+        log = tmp / "server.log"
+        proc, sock = _start(e, log)
+        try:
+            yield e, log, sock
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def _key(env) -> str:
@@ -57,33 +77,24 @@ def _ttsim(argv, env, cwd):
                           text=True, timeout=300)
 
 
-def test_a_replay_in_the_servers_child_is_the_fresh_processs_replay(env, tmp_path):
-    log = tmp_path / "server.log"
-    proc, sock = _start(env, log)
-    try:
-        served = _ttsim(REPLAY, env, tmp_path)
-        again = _ttsim(REPLAY, env, tmp_path)  # a second child of the same parent: nothing carried over
-        fresh = _ttsim(REPLAY, {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_a_replay_in_the_servers_child_is_the_fresh_processs_replay(served, tmp_path):
+    env, log, _ = served
+    forked = _ttsim(REPLAY, env, tmp_path)
+    again = _ttsim(REPLAY, env, tmp_path)  # a second child of the same parent: nothing carried over
+    fresh = _ttsim(REPLAY, {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
     assert log.read_text().count("ttsim replay --arm control --seed 0") == 2, log.read_text()
-    assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert (again.returncode, again.stdout, again.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert fresh.returncode == 1 and "1 of 32 requests differ" in fresh.stdout
-    assert not sock.exists(), "a stopped server leaves no socket behind"
 
 
-def test_bad_input_through_the_server_is_the_same_one_line(env, tmp_path):
-    proc, _ = _start(env, tmp_path / "server.log")
-    try:
-        served = _ttsim(["replay", "--arm", "nonsense", "--seed", "0"], env, tmp_path)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+def test_bad_input_through_the_server_is_the_same_one_line(served, tmp_path):
+    env, log, _ = served
+    forked = _ttsim(["replay", "--arm", "nonsense", "--seed", "0"], env, tmp_path)
     fresh = _ttsim(["replay", "--arm", "nonsense", "--seed", "0"], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
-    assert served.returncode == fresh.returncode == 2
-    assert served.stderr == fresh.stderr and len(served.stderr.splitlines()) == 1
+    assert "ttsim replay --arm nonsense" in log.read_text()
+    assert forked.returncode == fresh.returncode == 2
+    assert forked.stderr == fresh.stderr and len(forked.stderr.splitlines()) == 1
 
 
 def test_an_idle_server_stops_and_removes_its_socket(env, tmp_path):
@@ -150,58 +161,53 @@ def test_which_commands_a_server_runs(argv, forked):
     assert cli._forked(cli.build_parser().parse_args(argv)) is forked
 
 
-def test_a_sweep_through_the_server_writes_the_fresh_processs_json(env, tmp_path):
-    proc, _ = _start(env, tmp_path / "server.log")
+def test_a_sweep_through_the_server_writes_the_fresh_processs_json(served, tmp_path):
+    env, log, _ = served
     argv = ["arms", "--seeds", "3", "--seed-start", "27", "--workers", "2", "--arms", "control,all"]
-    try:
-        served = _ttsim([*argv, "--json", str(tmp_path / "served.json")], env, tmp_path)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    forked = _ttsim([*argv, "--json", str(tmp_path / "served.json")], env, tmp_path)
     fresh = _ttsim([*argv, "--json", str(tmp_path / "fresh.json")], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
-    assert served.returncode == fresh.returncode == 0, served.stderr
+    assert f"ttsim {' '.join(argv)}" in log.read_text()
+    assert forked.returncode == fresh.returncode == 0, forked.stderr
     assert (tmp_path / "served.json").read_bytes() == (tmp_path / "fresh.json").read_bytes()
     timing = re.compile(r"in [\d.]+ s \([\d.]+ s of it starting vLLM\)")  # the one line that may differ
-    assert timing.sub("", served.stdout.replace("served.json", "fresh.json")) == timing.sub("", fresh.stdout)
+    assert timing.sub("", forked.stdout.replace("served.json", "fresh.json")) == timing.sub("", fresh.stdout)
 
 
-def test_a_client_that_dies_takes_its_command_with_it(env, tmp_path):
-    log = tmp_path / "server.log"
-    proc, _ = _start(env, log)
+def test_a_client_that_dies_takes_its_command_with_it(served, tmp_path):
+    env, log, _ = served
+    argv = ["arms", "--seeds", "200", "--workers", "1", "--seed-start", "7"]  # argv of this test's alone
+    line = f"ttsim {' '.join(argv)}"
+    client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", *argv], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
-                                  env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
-        while "ttsim arms" not in log.read_text():
+        while line not in log.read_text():
             assert time.monotonic() < deadline and client.poll() is None, log.read_text()
             time.sleep(0.2)
+        child = re.search(rf"child (\d+): {re.escape(line)}", log.read_text()).group(1)
         client.kill()  # no chance to forward anything
         client.wait()
-        while "exit" not in log.read_text().split("ttsim arms", 1)[1]:
+        while f"child {child}: exit" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    assert "exit 143" in log.read_text(), log.read_text()  # SIGTERM'd: the sweep's own clean stop
+        client.kill()
+    assert f"child {child}: exit 143" in log.read_text(), log.read_text()  # SIGTERM'd: the sweep's own clean stop
 
 
-def test_the_child_takes_the_clients_directory_and_environment(env, tmp_path):
+def test_the_child_takes_the_clients_directory_and_environment(served, tmp_path):
     """A generator given by a path relative to the client's directory, reading a variable only
     the client has: the served run sees both, as a fresh process does."""
-    proc, _ = _start(env, tmp_path / "server.log")
+    env, log, _ = served
     client = tmp_path / "client"
     client.mkdir()
     (client / "gen.py").write_text("import os\n\nraise RuntimeError('mark: ' + os.environ.get('TFS_MARK', 'unset'))\n")
     argv = ["replay", "--arm", "as-is", "--seed", "0", "--generator", "gen.py:G"]
-    try:
-        served = _ttsim(argv, {**env, "TFS_MARK": "the client's"}, client)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    forked = _ttsim(argv, {**env, "TFS_MARK": "the client's"}, client)
     fresh = _ttsim(argv, {**env, "TFS_MARK": "the client's", "TTSIM_FORKSERVER": "0"}, client)
+    assert "ttsim replay --arm as-is" in log.read_text()
     assert "mark: the client's" in fresh.stderr, fresh.stderr
-    assert (served.returncode, served.stdout, served.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
 
 
 def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client(env, tmp_path):
@@ -222,6 +228,7 @@ def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client
         proc.kill()
         client.kill()
     assert client.returncode == 1 and "the fork server went away" in err, err
+    assert not forkserver.socket_path(_key(env), env["TMPDIR"]).exists(), "a stopped server leaves no socket behind"
     deadline = time.monotonic() + 30
     while _alive(child):
         assert time.monotonic() < deadline, f"the command {child} outlived its server"
@@ -234,3 +241,68 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+INNER = """
+import os, time
+
+def test_passes():
+    assert os.environ["TFS_MARK"] == "inner"
+
+def test_fails():
+    assert 1 == 2, "the inner failure"
+
+def test_sleeps():
+    if os.environ.get("TFS_SLEEP"):
+        time.sleep(60)
+"""
+
+
+def _inner_session(sock, cwd, env, **kw):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = forkserver.request(sock, "pytest", ["-q", "-p", "no:cacheprovider", "test_inner.py"],
+                                  stdio=(0, out.fileno(), err.fileno()), cwd=str(cwd), env=env, **kw)
+        out.seek(0)
+        err.seek(0)
+        return code, out.read().decode(), err.read().decode()
+
+
+def test_an_inner_pytest_session_in_a_child_is_the_fresh_sessions(served, tmp_path):
+    """The suite's inner sessions (tests/conftest.py's inner_pytest) run as `pytest` commands."""
+    env, log, sock = served
+    (tmp_path / "test_inner.py").write_text(INNER)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {**env, "TFS_MARK": "inner"}
+    forked = _inner_session(sock, tmp_path, env)
+    fresh = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "pytest -q -p no:cacheprovider test_inner.py" in log.read_text()
+    assert forked[0] == fresh.returncode == 1
+    timing = re.compile(r" in [\d.]+s")
+    assert timing.sub("", _less_rewrite_warnings(forked[1])) == timing.sub("", fresh.stdout)
+    assert "the inner failure" in fresh.stdout and forked[2] == fresh.stderr
+
+
+def _less_rewrite_warnings(out: str) -> str:
+    """A forked session's output less the one way it differs from a fresh one: pytest's warning
+    that plugin modules the server imported first (anyio, which vLLM imports) cannot have their
+    asserts rewritten. Every warning removed must be that one."""
+    block = re.search(r"=+ warnings summary =+\n(.*?)-- Docs: \S+\n", out, re.S)
+    assert block, out
+    assert all("PytestAssertRewriteWarning: Module already imported" in line
+               for line in block.group(1).splitlines() if "Warning" in line), block.group(1)
+    return re.sub(r", \d+ warnings?( in)", r"\1", out.replace(block.group(0), ""))
+
+
+def test_a_request_past_its_timeout_is_killed_and_an_unknown_command_refused(served, tmp_path):
+    env, log, sock = served
+    (tmp_path / "test_inner.py").write_text(INNER)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    with pytest.raises(TimeoutError, match="no exit after 3 s"):
+        _inner_session(sock, tmp_path, {**env, "TFS_MARK": "inner", "TFS_SLEEP": "1"}, timeout=3)
+    deadline = time.monotonic() + 30
+    while not re.search(r"exit 137\n", log.read_text()):
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    assert forkserver.request(sock, "sh", ["-c", "true"]) is None
+    assert "refused a request: no command 'sh'" in log.read_text()

@@ -112,21 +112,20 @@ def test_bin_ttsim_arms_refuses_a_missing_generator_module_in_one_line():
     assert p.stderr.strip().splitlines() == ["ttsim: error: --generator: no module named 'no.such.module'"]
 
 
-def _inner_pytest(generator: str, *select: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "-rf", *select, "--generator", generator], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+def _inner(inner_pytest, generator: str, *select: str) -> subprocess.CompletedProcess:
+    return inner_pytest(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf", *select, "--generator", generator],
+                        cwd=ROOT)
 
 
 @pytest.mark.needs_fault_injection
-def test_the_pinned_seeds_catch_a_regression_in_the_users_generator():
+def test_the_pinned_seeds_catch_a_regression_in_the_users_generator(inner_pytest):
     """The second generator passes the pinned-seed tests through --generator; with its
     prefilled-slot recording deleted (patch 0019 regressed), the treatment arm's pinned
     slot-reuse seeds fail, naming the request."""
     select = ("tests/serving/test_arms.py::test_defect_emerges_without_its_fix_and_not_with_it",)
-    good = _inner_pytest(f"{STYLE}:Qwen36StyleGenerator", *select)
+    good = _inner(inner_pytest, f"{STYLE}:Qwen36StyleGenerator", *select)
     assert good.returncode == 0, good.stdout[-3000:]
-    bad = _inner_pytest(f"{STYLE}:RegressedQwen36StyleGenerator", *select)
+    bad = _inner(inner_pytest, f"{STYLE}:RegressedQwen36StyleGenerator", *select)
     assert bad.returncode == 1, bad.stdout[-3000:]
     failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
     assert failed == [f"{select[0]}[slot-reuse-seed{s}]" for s in (1, 27, 48)], bad.stdout[-3000:]
@@ -165,7 +164,7 @@ def test_read_from_device_returns_the_tokens_the_deferred_read_gives():
 
 
 @pytest.mark.needs_fault_injection
-def test_a_generator_without_our_flags_is_judged_as_is_on_the_pinned_seeds(tmp_path):
+def test_a_generator_without_our_flags_is_judged_as_is_on_the_pinned_seeds(tmp_path, inner_pytest):
     """ttsim_flags = (): the pinned tests run the arm as-is. Ours behind such a factory passes
     every seed whose defect production's fixes close; with its fixes forced off it fails them."""
     factory = ("from model.flags import ARMS\nfrom model.generator import Generator\n\n\n"
@@ -174,9 +173,9 @@ def test_a_generator_without_our_flags_is_judged_as_is_on_the_pinned_seeds(tmp_p
     (tmp_path / "good.py").write_text(factory.format("flags"))
     (tmp_path / "broken.py").write_text(factory.format('ARMS["control"]'))
     select = ("tests/serving/test_arms.py::test_defect_emerges_without_its_fix_and_not_with_it",)
-    good = _inner_pytest(f"{tmp_path / 'good.py'}:make", *select)
+    good = _inner(inner_pytest, f"{tmp_path / 'good.py'}:make", *select)
     assert good.returncode == 0 and "3 passed, 2 skipped" in good.stdout, good.stdout[-3000:]
-    bad = _inner_pytest(f"{tmp_path / 'broken.py'}:make", *select)
+    bad = _inner(inner_pytest, f"{tmp_path / 'broken.py'}:make", *select)
     failed = sorted(line.split()[1] for line in bad.stdout.splitlines() if line.startswith("FAILED "))
     assert failed == [f"{select[0]}[{d}-seed{s}]" for d, s in (("slot-reuse", 27), ("slot-reuse", 48),
                                                                  ("stale-position-buffer", 32))], bad.stdout[-3000:]

@@ -1,0 +1,83 @@
+"""What several test folders share: inner pytest sessions run in a fork server's children."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures import forkserver
+
+ROOT = Path(__file__).resolve().parent.parent
+#: what must be the same for an inner session to run in the server's child instead of a fresh
+#: interpreter: the variables read when an interpreter starts or the server's modules import
+_START_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONSAFEPATH")
+
+
+class InnerSessions:
+    """``python -m pytest ARGS`` as a fresh process would run it, in a child of one fork server
+    per worker (started at first use: it imports torch and vLLM once, about 10 s, instead of once
+    per session). The inner session is what the test judges (its exit code, outcomes and
+    failure text); the interpreter starting is not. tests/serving/test_forkserver.py shows a
+    child's output is a fresh process's but for one warning: plugin modules the server imported
+    first (anyio, which vLLM imports) cannot have their asserts rewritten. An environment that
+    changes how an interpreter starts runs fresh."""
+
+    def __init__(self, tmp: Path):
+        self._tmp = tmp
+        self._env = {k: v for k, v in os.environ.items() if k != "TTSIM_FORKSERVER"}
+        self._proc: subprocess.Popen | None = None
+        self._path: Path | None = None
+
+    def run(self, args: list[str], *, cwd, env: dict[str, str] | None = None,
+            timeout: float = 900) -> subprocess.CompletedProcess:
+        env = dict(self._env if env is None else env)
+        argv = [sys.executable, "-m", "pytest", *args]
+        if any(env.get(k) != self._env.get(k) for k in _START_ENV) or not self._up():
+            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull) as null:
+            code = forkserver.request(self._path, "pytest", list(args), stdio=(null.fileno(), out.fileno(), err.fileno()),
+                                      cwd=str(cwd), env=env, timeout=timeout)
+            if code is None:  # the server went away before forking: a fresh process, as before
+                return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(argv, code, out.read().decode(errors="replace"),
+                                               err.read().decode(errors="replace"))
+
+    def _up(self) -> bool:
+        if self._proc is None:
+            sockets = tempfile.mkdtemp(prefix="tis-", dir="/tmp")  # short: Unix socket paths are limited
+            self._path = forkserver.socket_path("inner", sockets)
+            self._log = self._tmp / "forkserver.log"
+            with open(self._log, "w") as log:
+                self._proc = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", "inner", "600"], cwd=ROOT,
+                                              env={**self._env, "TMPDIR": sockets}, stdout=log,
+                                              stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 180
+            while not self._path.exists() and self._proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return self._proc.poll() is None and self._path.exists()
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            subprocess.run(["rm", "-rf", str(self._path.parent.parent)], check=False)
+
+
+@pytest.fixture(scope="session")
+def inner_pytest(tmp_path_factory):
+    """Run an inner pytest session (InnerSessions.run); returns a CompletedProcess (text)."""
+    sessions = InnerSessions(tmp_path_factory.mktemp("inner-sessions"))
+    yield sessions.run
+    sessions.stop()
