@@ -1,5 +1,5 @@
 """HTTP gates: a sim-backed `vllm serve` per arm (session-scoped, shared by the gate tests
-of one xdist group), or the live server given with ``--endpoint URL``.
+of one file: --dist=loadfile keeps a file on one worker), or the live server given with ``--endpoint URL``.
 
 Sim servers bind 127.0.0.1 on a free port, are awaited with a deadline, are reaped at
 session end, and a failing test gets the server's log tail attached.
