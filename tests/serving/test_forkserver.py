@@ -244,10 +244,11 @@ def _alive(pid: int) -> bool:
 
 
 INNER = """
-import os, time
+import os, tempfile, time
 
 def test_passes():
     assert os.environ["TFS_MARK"] == "inner"
+    assert tempfile.gettempdir() == os.environ["TMPDIR"]  # the client's, not the server's
 
 def test_fails():
     assert 1 == 2, "the inner failure"
@@ -272,7 +273,8 @@ def test_an_inner_pytest_session_in_a_child_is_the_fresh_sessions(served, tmp_pa
     env, log, sock = served
     (tmp_path / "test_inner.py").write_text(INNER)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    env = {**env, "TFS_MARK": "inner"}
+    (tmp_path / "tmp").mkdir()
+    env = {**env, "TFS_MARK": "inner", "TMPDIR": str(tmp_path / "tmp")}
     forked = _inner_session(sock, tmp_path, env)
     fresh = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_inner.py"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
