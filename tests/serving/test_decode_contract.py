@@ -12,7 +12,7 @@ import torch
 
 import ttsim
 from fixtures import loader, scenario
-from fixtures.system import use_generator, user_generator
+from fixtures.system import generator_in_force
 from fixtures.workloads import stage3
 from model.flags import ARMS
 from model.generator import CONTRACT_COMMANDS, Generator
@@ -122,14 +122,8 @@ def test_a_contract_generator_under_the_runner_passes_the_pinned_seeds(seed, mon
     authoritative (reload_inputs), so the legacy merge's defects cannot arise: the seeds
     where `control` fails under reset_batch pass."""
     monkeypatch.delitem(__import__("sys").modules, "ttnn", raising=False)
-    before = user_generator()
-    use_generator(loader.parse(f"{CONTRACT}:ContractGenerator"), ttsim)
-    try:
+    with generator_in_force(loader.parse(f"{CONTRACT}:ContractGenerator"), ttsim):  # ttnn's alias goes with it
         workload = stage3(seed)
         result = scenario.run_scenario(workload, "control", seed, expected=scenario.serial_answers(workload, seed))
-        assert result.failed == [], f"replay: bin/ttsim replay --arm control --seed {seed} --generator {CONTRACT}:ContractGenerator"
-        assert result.merges == [] and result.guard_rejects == 0
-    finally:
-        use_generator(None)
-        if before is not None:
-            use_generator(before.spec)
+    assert result.failed == [], f"replay: bin/ttsim replay --arm control --seed {seed} --generator {CONTRACT}:ContractGenerator"
+    assert result.merges == [] and result.guard_rejects == 0

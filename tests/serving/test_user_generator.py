@@ -75,6 +75,21 @@ def test_import_ttnn_in_the_users_module_is_the_backend_in_use(clean_loader):
     assert gen_module.ttnn is ttsim
 
 
+def test_a_generator_in_force_for_a_block_takes_its_ttnn_alias_with_it(clean_loader):
+    """generator_in_force leaves sys.modules["ttnn"] as it found it: absent stays absent (a later
+    test or --hil run that must import ttnn first finds none), present stays the same module."""
+    from fixtures.system import generator_in_force
+
+    spec, before = loader.parse(f"{STYLE}:Qwen36StyleGenerator"), user_generator()
+    with generator_in_force(spec, ttsim):
+        assert sys.modules["ttnn"] is ttsim and user_generator().spec == spec
+    assert "ttnn" not in sys.modules and user_generator() is before
+    sys.modules["ttnn"] = ttsim
+    with generator_in_force(spec, ttsim):
+        pass
+    assert sys.modules["ttnn"] is ttsim
+
+
 def test_tt_metal_puts_a_checkout_models_package_first(tmp_path, clean_loader, monkeypatch):
     pkg = tmp_path / "models" / "demos"
     pkg.mkdir(parents=True)
