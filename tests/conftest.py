@@ -1,4 +1,5 @@
-"""What several test folders share: inner pytest sessions run in a fork server's children."""
+"""What several test folders share: inner pytest sessions run in a fork server's children, and
+a guard that no test leaves ``ttnn`` imported."""
 
 from __future__ import annotations
 
@@ -81,3 +82,17 @@ def inner_pytest(tmp_path_factory):
     sessions = InnerSessions(tmp_path_factory.mktemp("inner-sessions"))
     yield sessions.run
     sessions.stop()
+
+
+@pytest.fixture(autouse=True)
+def _ttnn_left_as_found():
+    """A test that finds no ``ttnn`` imported leaves none: loading a user's generator aliases it
+    to the backend, and a test after it (on the same worker, in whatever file order) that needs
+    ttnn unimported (the --hil path selects cards before importing it) would fail for nothing."""
+    import sys
+
+    absent = "ttnn" not in sys.modules
+    yield
+    if absent and "ttnn" in sys.modules:
+        leaked = sys.modules.pop("ttnn")
+        pytest.fail(f"the test left sys.modules['ttnn'] = {leaked!r} behind (use fixtures.system.generator_in_force)")
