@@ -64,14 +64,11 @@ def main(argv=None) -> int:
     key = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     t0 = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", key], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        sock = forkserver.socket_path(key, sockets)
-        while not sock.exists():
-            if server.poll() is not None or time.perf_counter() - t0 > 300:
-                raise SystemExit("bench_replay: the fork server did not come up")
-            time.sleep(0.1)
+        server, _ = forkserver.spawn(key, env, deadline_s=300)
+    except RuntimeError as exc:
+        raise SystemExit(f"bench_replay: {exc}") from None
+    try:
         server_up_s = time.perf_counter() - t0
         cold, warm, identical = [], [], True
         old_env = {**env, "TTSIM_FORKSERVER": "0", "PYTHONPATH": str(old_root)}

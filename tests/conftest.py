@@ -7,14 +7,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from fixtures import forkserver
 
-ROOT = Path(__file__).resolve().parent.parent
 #: what must be the same for an inner session to run in the server's child instead of a fresh
 #: interpreter: the variables read when an interpreter starts or the server's modules import
 _START_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONSAFEPATH")
@@ -32,6 +30,7 @@ class InnerSessions:
     def __init__(self, tmp: Path):
         self._tmp = tmp
         self._env = {k: v for k, v in os.environ.items() if k != "TTSIM_FORKSERVER"}
+        self._sockets: str | None = None  # the server's socket folder, made at first use
         self._proc: subprocess.Popen | None = None
         self._path: Path | None = None
 
@@ -39,31 +38,28 @@ class InnerSessions:
             timeout: float = 900) -> subprocess.CompletedProcess:
         env = dict(self._env if env is None else env)
         argv = [sys.executable, "-m", "pytest", *args]
-        if any(env.get(k) != self._env.get(k) for k in _START_ENV) or not self._up():
-            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull) as null:
-            code = forkserver.request(self._path, "pytest", list(args), stdio=(null.fileno(), out.fileno(), err.fileno()),
-                                      cwd=str(cwd), env=env, timeout=timeout)
-            if code is None:  # the server went away before forking: a fresh process, as before
-                return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-            out.seek(0)
-            err.seek(0)
-            return subprocess.CompletedProcess(argv, code, out.read().decode(errors="replace"),
-                                               err.read().decode(errors="replace"))
+        if all(env.get(k) == self._env.get(k) for k in _START_ENV) and self._up():
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull) as null:
+                code = forkserver.request(self._path, "pytest", list(args), cwd=str(cwd), env=env, timeout=timeout,
+                                          stdio=(null.fileno(), out.fileno(), err.fileno()))
+                if code is not None:  # None: the server went away before forking (a fresh process, below)
+                    out.seek(0)
+                    err.seek(0)
+                    return subprocess.CompletedProcess(argv, code, out.read().decode(errors="replace"),
+                                                       err.read().decode(errors="replace"))
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
     def _up(self) -> bool:
-        if self._proc is None:
-            sockets = tempfile.mkdtemp(prefix="tis-", dir="/tmp")  # short: Unix socket paths are limited
-            self._path = forkserver.socket_path("inner", sockets)
-            self._log = self._tmp / "forkserver.log"
-            with open(self._log, "w") as log:
-                self._proc = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", "inner", "600"], cwd=ROOT,
-                                              env={**self._env, "TMPDIR": sockets}, stdout=log,
-                                              stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + 180
-            while not self._path.exists() and self._proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-        return self._proc.poll() is None and self._path.exists()
+        """Whether the server listens, started at the first call (a server that cannot start: no)."""
+        if self._sockets is None:
+            self._sockets = tempfile.mkdtemp(prefix="tis-", dir="/tmp")  # short: Unix socket paths are limited
+            with open(self._tmp / "forkserver.log", "w") as log:
+                try:
+                    self._proc, self._path = forkserver.spawn("inner", {**self._env, "TMPDIR": self._sockets},
+                                                              idle_s=600, log=log)
+                except RuntimeError:
+                    pass
+        return self._proc is not None and self._proc.poll() is None
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -73,7 +69,8 @@ class InnerSessions:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-            subprocess.run(["rm", "-rf", str(self._path.parent.parent)], check=False)
+        if self._sockets is not None:
+            subprocess.run(["rm", "-rf", self._sockets], check=False)
 
 
 @pytest.fixture(scope="session")
@@ -89,8 +86,6 @@ def _ttnn_left_as_found():
     """A test that finds no ``ttnn`` imported leaves none: loading a user's generator aliases it
     to the backend, and a test after it (on the same worker, in whatever file order) that needs
     ttnn unimported (the --hil path selects cards before importing it) would fail for nothing."""
-    import sys
-
     absent = "ttnn" not in sys.modules
     yield
     if absent and "ttnn" in sys.modules:

@@ -58,18 +58,11 @@ def _key(env) -> str:
 
 
 def _start(env, log: Path, idle_s: float = 120.0):
-    k = _key(env)
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "fixtures.forkserver", k, str(idle_s)], env=env, cwd=ROOT,
-                                stdout=fh, stderr=subprocess.STDOUT)
-    sock = forkserver.socket_path(k, env["TMPDIR"])
-    deadline = time.monotonic() + 180
-    while not sock.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the fork server did not come up:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-    return proc, sock
+        try:
+            return forkserver.spawn(_key(env), env, idle_s=idle_s, log=fh)
+        except RuntimeError as exc:
+            pytest.fail(f"{exc}:\n{log.read_text()[-3000:]}")
 
 
 def _ttsim(argv, env, cwd):
