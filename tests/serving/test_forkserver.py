@@ -1,11 +1,13 @@
 """The fork server (fixtures/forkserver.py): a replay run in its child is byte for byte the
 replay a fresh process prints (stdout, stderr, exit code), a child never asks the server
-again, an edit to our code changes the server's key, and a server stops when idle."""
+again, an edit to our code changes the server's key, a server stops when idle, and a server
+stopped stops its commands, even one it forked as the stop came."""
 
 from __future__ import annotations
 
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
@@ -16,53 +18,17 @@ import pytest
 
 from fixtures import forkserver
 
-ROOT = Path(__file__).resolve().parents[2]
+import fork_servers
+from fork_servers import ROOT, key_of, start
+
 REPLAY = ["replay", "--arm", "control", "--seed", "0"]  # 1 of 32 requests differs: exit 1, a verdict per request
-
-
-def _env(tmp: Path):
-    """The client's and the server's environment: a private socket folder (short: Unix socket
-    paths are limited), this checkout first on the path, records in ``tmp``."""
-    sockets = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
-    e = {**os.environ, "TMPDIR": sockets, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp / "runs")}
-    e.pop("TTSIM_FORKSERVER", None)
-    yield e
-    subprocess.run(["rm", "-rf", sockets], check=False)
 
 
 @pytest.fixture
 def env(tmp_path):
     """An environment of one test's own, for a server it starts and stops itself."""
-    yield from _env(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """One server for the tests that only need one up (it takes as long to start as a fresh
-    replay); (environment, server log, socket). A test's commands are told apart in the log by argv."""
-    tmp = tmp_path_factory.mktemp("forkserver")
-    for e in _env(tmp):
-        log = tmp / "server.log"
-        proc, sock = _start(e, log)
-        try:
-            yield e, log, sock
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
-
-def _key(env) -> str:
-    out = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
-                         cwd=ROOT, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
-
-
-def _start(env, log: Path, idle_s: float = 120.0):
-    with open(log, "w") as fh:
-        try:
-            return forkserver.spawn(_key(env), env, idle_s=idle_s, log=fh)
-        except RuntimeError as exc:
-            pytest.fail(f"{exc}:\n{log.read_text()[-3000:]}")
+    with fork_servers.client_env(tmp_path) as e:
+        yield e
 
 
 def _ttsim(argv, env, cwd):
@@ -91,8 +57,11 @@ def test_bad_input_through_the_server_is_the_same_one_line(served, tmp_path):
 
 
 def test_an_idle_server_stops_and_removes_its_socket(env, tmp_path):
-    proc, sock = _start(env, tmp_path / "server.log", idle_s=1.0)
-    assert proc.wait(timeout=60) == 0
+    proc, sock = _light_server(env, tmp_path / "server.log", idle_s=1.0)
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
     assert not sock.exists()
 
 
@@ -205,7 +174,7 @@ def test_the_child_takes_the_clients_directory_and_environment(served, tmp_path)
 
 def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client(env, tmp_path):
     log = tmp_path / "server.log"
-    proc, _ = _start(env, log)
+    proc, _ = start(env, log)
     client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -221,7 +190,7 @@ def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client
         proc.kill()
         client.kill()
     assert client.returncode == 1 and "the fork server went away" in err, err
-    assert not forkserver.socket_path(_key(env), env["TMPDIR"]).exists(), "a stopped server leaves no socket behind"
+    assert not forkserver.socket_path(key_of(env), env["TMPDIR"]).exists(), "a stopped server leaves no socket behind"
     deadline = time.monotonic() + 30
     while _alive(child):
         assert time.monotonic() < deadline, f"the command {child} outlived its server"
@@ -301,3 +270,75 @@ def test_a_request_past_its_timeout_is_killed_and_an_unknown_command_refused(ser
         time.sleep(0.2)
     assert forkserver.request(sock, "sh", ["-c", "true"]) is None
     assert "refused a request: no command 'sh'" in log.read_text()
+
+
+#: a server that preloads nothing (what such a test looks at is the serving loop, not the
+#: imports): ``{before}`` runs before it serves
+LIGHT_SERVER = """
+import os, signal, sys
+from fixtures import forkserver
+
+forkserver.PRELOAD = ()
+{before}
+forkserver.serve(sys.argv[1], float(sys.argv[2]))
+"""
+
+#: a stop that lands between a fork and the child's registration (the window a stop at any moment can hit)
+STOP_AT_FORK = """
+pidfd_open = os.pidfd_open
+
+def stop_now(pid):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return pidfd_open(pid)
+
+os.pidfd_open = stop_now
+"""
+
+
+def _light_server(env, log: Path, *, idle_s: float, before: str = ""):
+    """A :data:`LIGHT_SERVER` for ``env``'s TMPDIR, up: (process, socket); the caller kills it."""
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([sys.executable, "-c", LIGHT_SERVER.format(before=before), "light", str(idle_s)],
+                                cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    sock = forkserver.socket_path("light", env["TMPDIR"])
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the server did not come up:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    return proc, sock
+
+
+def test_a_server_stopped_as_it_forks_stops_that_command_too(env, tmp_path):
+    """The child forked just before a stop is stopped with it (the server holds the stop back
+    until the child is registered): nothing keeps running on the client's descriptors."""
+    (tmp_path / "test_inner.py").write_text(INNER)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    log = tmp_path / "server.log"
+    server, sock = _light_server(env, log, idle_s=60.0, before=STOP_AT_FORK)
+    read_end, write_end = os.pipe()
+    try:
+        code = forkserver.request(sock, "pytest", ["-q", "-p", "no:cacheprovider", "test_inner.py", "-k", "sleeps"],
+                                  stdio=(0, write_end, write_end), cwd=str(tmp_path),
+                                  env={**env, "TFS_SLEEP": "1"}, timeout=60)
+        os.close(write_end)
+        write_end = None
+        assert code == 1 and server.wait(timeout=30) == 0  # the client heard its server went away
+        assert _drained(read_end), "the command outlived its server"  # its ends close when it stops
+    finally:
+        server.kill()
+        os.close(read_end)
+        if write_end is not None:
+            os.close(write_end)
+    assert re.search(r"child \d+: pytest", log.read_text()), log.read_text()
+
+
+def _drained(fd: int) -> bool:
+    """Whether ``fd`` reaches end of file within 20 s (output first, then the end)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if ready and os.read(fd, 65536) == b"":
+            return True
+    return False

@@ -2,7 +2,9 @@
 one line says how far it got, and the exit code is 128 + the signal.
 
 The sweeps run as real `ttsim arms` processes in their own session (so a test can send the
-terminal's Ctrl-C to the whole process group, and always reaps whatever is left)."""
+terminal's Ctrl-C to the whole process group, and always reaps whatever is left): fresh
+processes, and clients of a fork server (the user's `bin/ttsim arms` while one is up), where
+the signal reaches the client, which hands it to the command in the server's child."""
 
 from __future__ import annotations
 
@@ -24,24 +26,30 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = 60  # far more than run before the signal: the sweep is mid-way when it lands
 
 
-def _start(tmp_path: Path, workers: int) -> subprocess.Popen:
+def _start(tmp_path: Path, workers: int, env: dict) -> subprocess.Popen:
     out = tmp_path / "out"
     out.mkdir()
     argv = ["arms", "--seeds", str(SEEDS), "--workers", str(workers), "--json", str(out / "r.json"),
             "--plot", str(out / "r.png"), "--record-merges", str(out / "trace.jsonl")]
-    env = {**os.environ, "TTSIM_RUNS_DIR": str(out / "runs"), "PYTHONPATH": str(ROOT)}
+    env = {**env, "TTSIM_RUNS_DIR": str(out / "runs"), "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "fixtures.cli", *argv], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
-def _wait_until_sweeping(proc: subprocess.Popen, out: Path, workers: int) -> list[psutil.Process]:
-    """The pool's workers (none for one worker), once seeds are running: the staged trace grows."""
+def _wait_until_sweeping(proc: subprocess.Popen, out: Path, workers: int, log: Path | None) -> list[psutil.Process]:
+    """The processes of the command once seeds are running (the staged trace grows): the pool's
+    workers of a fresh sweep (none for one worker); of a served one, the server's child as well."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        kids = psutil.Process(proc.pid).children(recursive=True)
         staged = [p for p in out.iterdir() if p.name.startswith(".trace.jsonl.part-")]
-        if len(kids) >= (workers if workers > 1 else 0) and staged and staged[0].stat().st_size > 0:
+        if log is None:
+            kids = psutil.Process(proc.pid).children(recursive=True)
+        else:  # the server's log names the child running this test's argv (its paths are the test's own)
+            child = re.search(rf"child (\d+): ttsim arms .*{re.escape(str(out))}/", log.read_text())
+            kids = [] if child is None else [psutil.Process(int(child.group(1)))]
+            kids += [k for c in kids for k in c.children(recursive=True)]
+        if len(kids) >= (workers if workers > 1 else 0) + (log is not None) and staged and staged[0].stat().st_size:
             return kids
         time.sleep(0.2)
     pytest.fail("the sweep never started its seeds")
@@ -54,17 +62,23 @@ def _gone(p: psutil.Process) -> bool:
         return True
 
 
-@pytest.mark.parametrize("signum, target, workers", [
-    (signal.SIGINT, "process", 2),  # kill -INT <pid>: the main process alone
-    (signal.SIGTERM, "process", 2),
-    (signal.SIGINT, "group", 2),  # Ctrl-C: every process of the group, the pool's workers too
-    (signal.SIGTERM, "process", 1),  # one worker: the seeds run in the main process
-], ids=["int", "term", "ctrl-c", "term-one-worker"])
-def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, target, workers, tmp_path):
-    proc = _start(tmp_path, workers)
+@pytest.mark.parametrize("signum, target, workers, how", [
+    (signal.SIGINT, "process", 2, "fresh"),  # kill -INT <pid>: the main process alone
+    (signal.SIGINT, "group", 2, "fresh"),  # Ctrl-C: every process of the group, the pool's workers too
+    (signal.SIGTERM, "process", 2, "served"),  # the client forwards it to the server's child
+    (signal.SIGINT, "group", 2, "served"),  # Ctrl-C reaches the client's group only: the child stops its pool
+    (signal.SIGTERM, "process", 1, "served"),  # one worker: the seeds run in the command's process
+], ids=["int", "ctrl-c", "term-served", "ctrl-c-served", "term-one-worker-served"])
+def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, target, workers, how, tmp_path,
+                                                                     request):
+    if how == "served":
+        env, log, _ = request.getfixturevalue("served")
+    else:
+        env, log = {**os.environ, "TTSIM_FORKSERVER": "0"}, None
+    proc = _start(tmp_path, workers, env)
     out = tmp_path / "out"
     try:
-        kids = _wait_until_sweeping(proc, out, workers)
+        kids = _wait_until_sweeping(proc, out, workers, log)
         t0 = time.monotonic()
         if target == "group":
             os.killpg(proc.pid, signum)
@@ -82,6 +96,9 @@ def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, ta
     m = re.fullmatch(rf"ttsim: interrupted at seed (\d+) of {SEEDS}; nothing written", line)
     assert m and 1 <= int(m.group(1)) < SEEDS, err[-3000:]
     assert stopped < 30, f"{stopped:.1f} s to stop"
+    deadline = time.monotonic() + 10  # a served command is reaped by the server, which may be a moment behind
+    while not all(_gone(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert all(_gone(k) for k in kids), [k.pid for k in kids if not _gone(k)]
     assert sorted(p.name for p in out.iterdir()) == []  # no report, plot, trace, record, nor a staged part
 
