@@ -273,14 +273,17 @@ def test_a_generator_raising_when_built_is_one_line_like_one_raising_at_import(f
     assert err.splitlines() == [message.format(path=path)]
 
 
-def test_a_sweep_whose_generator_raises_when_built_stops_in_one_line_and_writes_nothing(broken_generators):
-    """From a fresh process, through the sweep's own error path (one worker, the quickest)."""
+def test_a_sweep_whose_generator_raises_when_built_stops_in_one_line_and_writes_nothing(broken_generators, served):
+    """`ttsim arms` as a process (a client of a fork server, as bin/ttsim runs with one up),
+    through the sweep's own error path (one worker, the quickest)."""
+    env, log, _ = served
     out = broken_generators / "out"
     out.mkdir()
     spec = f"{broken_generators / 'ctor.py'}:Broken"
     p = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "2", "--workers", "1", "--generator",
                         spec, "--json", str(out / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(out / "runs")})
+                       env={**env, "TTSIM_RUNS_DIR": str(out / "runs")})
+    assert f"--generator {spec}" in log.read_text()  # the server's child ran it
     assert p.returncode == 2, p.stderr[-3000:]
     assert p.stderr.splitlines()[-1] == f"ttsim: error: --generator: building {spec} raised ValueError: no mesh for me"
     assert "Traceback" not in p.stderr and list(out.iterdir()) == []
