@@ -41,6 +41,9 @@ def _wait_until_sweeping(proc: subprocess.Popen, out: Path, workers: int, log: P
     workers of a fresh sweep (none for one worker); of a served one, the server's child as well."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
+        if proc.poll() is not None and log is not None and str(out) not in log.read_text():
+            pytest.fail("the client ran the sweep itself: no fork server of its key answered (was our code "
+                        "edited after the server started?)")
         assert proc.poll() is None, proc.communicate()
         staged = [p for p in out.iterdir() if p.name.startswith(".trace.jsonl.part-")]
         if log is None:
