@@ -19,7 +19,7 @@ import pytest
 from fixtures import forkserver
 
 import fork_servers
-from fork_servers import ROOT, key_of, start
+from fork_servers import ROOT, key_of
 
 REPLAY = ["replay", "--arm", "control", "--seed", "0"]  # 1 of 32 requests differs: exit 1, a verdict per request
 
@@ -173,8 +173,9 @@ def test_the_child_takes_the_clients_directory_and_environment(served, tmp_path)
 
 
 def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client(env, tmp_path):
+    """A real client of a server that preloads nothing: its command is stopped while importing."""
     log = tmp_path / "server.log"
-    proc, _ = start(env, log)
+    proc, sock = _light_server(env, log, idle_s=120.0, key=key_of(env))
     client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -190,7 +191,7 @@ def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client
         proc.kill()
         client.kill()
     assert client.returncode == 1 and "the fork server went away" in err, err
-    assert not forkserver.socket_path(key_of(env), env["TMPDIR"]).exists(), "a stopped server leaves no socket behind"
+    assert not sock.exists(), "a stopped server leaves no socket behind"
     deadline = time.monotonic() + 30
     while _alive(child):
         assert time.monotonic() < deadline, f"the command {child} outlived its server"
@@ -295,12 +296,13 @@ os.pidfd_open = stop_now
 """
 
 
-def _light_server(env, log: Path, *, idle_s: float, before: str = ""):
-    """A :data:`LIGHT_SERVER` for ``env``'s TMPDIR, up: (process, socket); the caller kills it."""
+def _light_server(env, log: Path, *, idle_s: float, before: str = "", key: str = "light"):
+    """A :data:`LIGHT_SERVER` for ``key`` (a client's, for real clients to find it) in ``env``'s
+    TMPDIR, up: (process, socket); the caller kills it."""
     with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", LIGHT_SERVER.format(before=before), "light", str(idle_s)],
+        proc = subprocess.Popen([sys.executable, "-c", LIGHT_SERVER.format(before=before), key, str(idle_s)],
                                 cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    sock = forkserver.socket_path("light", env["TMPDIR"])
+    sock = forkserver.socket_path(key, env["TMPDIR"])
     deadline = time.monotonic() + 60
     while not sock.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
