@@ -13,6 +13,8 @@ import pytest
 
 from fixtures import forkserver
 
+import fork_servers
+
 #: what must be the same for an inner session to run in the server's child instead of a fresh
 #: interpreter: the variables read when an interpreter starts or the server's modules import
 _START_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONSAFEPATH")
@@ -20,9 +22,9 @@ _START_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHON
 
 class InnerSessions:
     """``python -m pytest ARGS`` as a fresh process would run it, in a child of one fork server
-    per worker (started at first use: it imports torch and vLLM once, about 10 s, instead of once
-    per session). The inner session is what the test judges (its exit code, outcomes and
-    failure text); the interpreter starting is not. tests/serving/test_forkserver.py shows a
+    per worker (started at first use, again if it idled out: it imports torch and vLLM once,
+    about 10 s, instead of once per session). The inner session is what the test judges (its
+    exit code, outcomes and failure text); the interpreter starting is not. tests/serving/test_forkserver.py shows a
     child's output is a fresh process's but for one warning: plugin modules the server imported
     first (anyio, which vLLM imports) cannot have their asserts rewritten. An environment that
     changes how an interpreter starts runs fresh."""
@@ -30,17 +32,17 @@ class InnerSessions:
     def __init__(self, tmp: Path):
         self._tmp = tmp
         self._env = {k: v for k, v in os.environ.items() if k != "TTSIM_FORKSERVER"}
-        self._sockets: str | None = None  # the server's socket folder, made at first use
-        self._proc: subprocess.Popen | None = None
-        self._path: Path | None = None
+        self._sockets = tempfile.mkdtemp(prefix="tis-", dir="/tmp")  # short: Unix socket paths are limited
+        self._server = fork_servers.Lazy(self._start)
 
     def run(self, args: list[str], *, cwd, env: dict[str, str] | None = None,
             timeout: float = 900) -> subprocess.CompletedProcess:
         env = dict(self._env if env is None else env)
         argv = [sys.executable, "-m", "pytest", *args]
-        if all(env.get(k) == self._env.get(k) for k in _START_ENV) and self._up():
+        sock = self._up() if all(env.get(k) == self._env.get(k) for k in _START_ENV) else None
+        if sock is not None:
             with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull) as null:
-                code = forkserver.request(self._path, "pytest", list(args), cwd=str(cwd), env=env, timeout=timeout,
+                code = forkserver.request(sock, "pytest", list(args), cwd=str(cwd), env=env, timeout=timeout,
                                           stdio=(null.fileno(), out.fileno(), err.fileno()))
                 if code is not None:  # None: the server went away before forking (a fresh process, below)
                     out.seek(0)
@@ -49,28 +51,21 @@ class InnerSessions:
                                                        err.read().decode(errors="replace"))
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
-    def _up(self) -> bool:
-        """Whether the server listens, started at the first call (a server that cannot start: no)."""
-        if self._sockets is None:
-            self._sockets = tempfile.mkdtemp(prefix="tis-", dir="/tmp")  # short: Unix socket paths are limited
-            with open(self._tmp / "forkserver.log", "w") as log:
-                try:
-                    self._proc, self._path = forkserver.spawn("inner", {**self._env, "TMPDIR": self._sockets},
-                                                              idle_s=600, log=log)
-                except RuntimeError:
-                    pass
-        return self._proc is not None and self._proc.poll() is None
+    def _start(self):
+        with open(self._tmp / "forkserver.log", "a") as log:
+            return forkserver.spawn("inner", {**self._env, "TMPDIR": self._sockets}, idle_s=600, log=log)
+
+    def _up(self) -> Path | None:
+        """The server's socket, the server started when first needed and again if it idled out;
+        None if it cannot start (the sessions run fresh)."""
+        try:
+            return self._server.up()
+        except RuntimeError:
+            return None
 
     def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        if self._sockets is not None:
-            subprocess.run(["rm", "-rf", self._sockets], check=False)
+        self._server.stop()
+        subprocess.run(["rm", "-rf", self._sockets], check=False)
 
 
 @pytest.fixture(scope="session")

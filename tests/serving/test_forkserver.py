@@ -12,14 +12,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from fixtures import forkserver
 
 import fork_servers
-from fork_servers import ROOT, key_of
+from fork_servers import key_of
 
 REPLAY = ["replay", "--arm", "control", "--seed", "0"]  # 1 of 32 requests differs: exit 1, a verdict per request
 
@@ -57,7 +56,7 @@ def test_bad_input_through_the_server_is_the_same_one_line(served, tmp_path):
 
 
 def test_an_idle_server_stops_and_removes_its_socket(env, tmp_path):
-    proc, sock = _light_server(env, tmp_path / "server.log", idle_s=1.0)
+    proc, sock = fork_servers.start_light(env, tmp_path / "server.log", idle_s=1.0)
     try:
         assert proc.wait(timeout=60) == 0
     finally:
@@ -175,7 +174,7 @@ def test_the_child_takes_the_clients_directory_and_environment(served, tmp_path)
 def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client(env, tmp_path):
     """A real client of a server that preloads nothing: its command is stopped while importing."""
     log = tmp_path / "server.log"
-    proc, sock = _light_server(env, log, idle_s=120.0, key=key_of(env))
+    proc, sock = fork_servers.start_light(env, log, idle_s=120.0, key=key_of(env))
     client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -273,18 +272,8 @@ def test_a_request_past_its_timeout_is_killed_and_an_unknown_command_refused(ser
     assert "refused a request: no command 'sh'" in log.read_text()
 
 
-#: a server that preloads nothing (what such a test looks at is the serving loop, not the
-#: imports): ``{before}`` runs before it serves
-LIGHT_SERVER = """
-import os, signal, sys
-from fixtures import forkserver
-
-forkserver.PRELOAD = ()
-{before}
-forkserver.serve(sys.argv[1], float(sys.argv[2]))
-"""
-
-#: a stop that lands between a fork and the child's registration (the window a stop at any moment can hit)
+#: run by a fork_servers.LIGHT_SERVER before it serves: a stop that lands between a fork and the
+#: child's registration (the window a stop at any moment can hit)
 STOP_AT_FORK = """
 pidfd_open = os.pidfd_open
 
@@ -296,29 +285,13 @@ os.pidfd_open = stop_now
 """
 
 
-def _light_server(env, log: Path, *, idle_s: float, before: str = "", key: str = "light"):
-    """A :data:`LIGHT_SERVER` for ``key`` (a client's, for real clients to find it) in ``env``'s
-    TMPDIR, up: (process, socket); the caller kills it."""
-    with open(log, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-c", LIGHT_SERVER.format(before=before), key, str(idle_s)],
-                                cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
-    sock = forkserver.socket_path(key, env["TMPDIR"])
-    deadline = time.monotonic() + 60
-    while not sock.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the server did not come up:\n{log.read_text()[-3000:]}")
-        time.sleep(0.05)
-    return proc, sock
-
-
 def test_a_server_stopped_as_it_forks_stops_that_command_too(env, tmp_path):
     """The child forked just before a stop is stopped with it (the server holds the stop back
     until the child is registered): nothing keeps running on the client's descriptors."""
     (tmp_path / "test_inner.py").write_text(INNER)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     log = tmp_path / "server.log"
-    server, sock = _light_server(env, log, idle_s=60.0, before=STOP_AT_FORK)
+    server, sock = fork_servers.start_light(env, log, idle_s=60.0, before=STOP_AT_FORK)
     read_end, write_end = os.pipe()
     try:
         code = forkserver.request(sock, "pytest", ["-q", "-p", "no:cacheprovider", "test_inner.py", "-k", "sleeps"],
