@@ -183,6 +183,7 @@ def test_serve_explain_names_a_divergent_requests_merges_class_and_replay(contro
     out = capsys.readouterr().out
     assert f"DIVERGES from its serial answer" in out and f": {bad['defect']}" in out
     assert f"replay: bin/ttsim replay --trace {run_dir / 'merges.jsonl'} --arm control" in out
+    assert f"the whole run again, in process: bin/ttsim serve-replay {run_dir}" in out
     touched = [line for line in out.splitlines() if line.startswith("    line ")]
     from model.merge_trace import read_trace
 

@@ -1,0 +1,128 @@
+"""``ttsim serve-replay``: a served run re-run in process on its recorded admission schedule.
+
+``data/served-stale-position-buffer`` is the records folder of a real `vllm serve` run (stage 3
+on seed 29, production's fixes, the plugin's steps; a loaded machine) in which production's
+residual broke one concurrent request: `concurrent-req-12`, class `stale-position-buffer` (the
+merge read the target width's inputs, which held that width's last batch; docs/arms.md). Over
+HTTP that run cannot be had again at will; from its records it replays byte for byte.
+
+If an intended change to the device, the runner or the model changes what this schedule
+serves, this folder no longer replays: record a new one (serve stage 3 with
+`hil.gates.run_concurrent`, keep a run whose records show a divergence) and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixtures.cli import main
+
+RUN = Path(__file__).parent / "data" / "served-stale-position-buffer"
+BROKEN = "cmpl-concurrent-req-12-0-91c67c6f"
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    """The replays' records go to the test's folder, not the checkout's runs/."""
+    monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
+
+
+def _records(out: str) -> list[dict]:
+    (folder,) = [line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("replay records: ")]
+    return [json.loads(line) for line in (Path(folder) / "requests.jsonl").read_text().splitlines()]
+
+
+def test_a_served_run_replays_byte_for_byte_from_its_records(capsys):
+    served = {r["request"]: r for r in map(json.loads, (RUN / "requests.jsonl").read_text().splitlines())}
+    assert main(["serve-replay", str(RUN)]) == 0
+    out = capsys.readouterr().out
+    assert "64 of 64 answers and admission steps equal the served run's" in out
+    assert f"{BROKEN} diverges from its serial answer, as served: stale-position-buffer" in out
+    replayed = _records(out)
+    assert {r["request"]: (r["output_token_ids"], r["admitted"], r["admitted_step"], r["defect"]) for r in replayed} \
+        == {k: (r["output_token_ids"], r["admitted"], r["admitted_step"], r["defect"]) for k, r in served.items()}
+    assert [r["request"] for r in replayed if not r["equal"]] == [BROKEN]
+
+
+def test_the_same_schedule_under_other_arms(capsys):
+    """The schedule does not depend on the answers (no EOS, every request to its max_tokens), so it
+    replays under any arm: the candidate fix that reads the width that ran last serves it right,
+    production's fixes off break the serial phase's slot reuse too."""
+    assert main(["serve-replay", str(RUN), "--arm", "all+last-run"]) == 0
+    out = capsys.readouterr().out
+    assert "64 of 64 admission steps equal the served run's" in out
+    assert "under all+last-run: 0 of 64 requests differ from their serial answers" in out
+    assert main(["serve-replay", str(RUN), "--arm", "control"]) == 1
+    out = capsys.readouterr().out
+    broken = {r["request"]: r["defect"] for r in _records(out) if not r["equal"]}
+    assert broken and f"under control: {len(broken)} of 64 requests differ" in out
+    assert "slot-reuse" in broken.values()
+    assert all(f"{rid} diverges from its serial answer: {cls}" in out for rid, cls in broken.items())
+
+
+@pytest.mark.parametrize("field,change", [("output_token_ids", lambda v: v[:-1] + [(v[-1] + 1) % 256]),
+                                          ("admitted_step", lambda v: 1)])
+def test_a_replay_that_does_not_reproduce_names_the_request(tmp_path, capsys, field, change):
+    """What the comparison reads: an answer, and the step the engine admitted the request at (a
+    request recorded at step 1 but admitted after its predecessor cannot be admitted there)."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    recs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    victim = max(recs, key=lambda r: r["admitted"])  # the last admitted: moving it moves nobody else
+    victim[field] = change(victim[field])
+    (run / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["serve-replay", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert f"  {victim['request']}: served " in out
+    assert "the replay differs from the served run in 1 of 64 requests" in out
+
+
+def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
+    assert main(["serve-replay", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip().endswith("does not exist (the server log names it: 'ttsim records: ...')")
+    assert main(["serve-replay", str(RUN), "--arm", "al"]) == 2
+    assert "unknown arm 'al'" in capsys.readouterr().err
+    old = tmp_path / "old"
+    shutil.copytree(RUN, old)
+    recs = [json.loads(line) for line in (old / "requests.jsonl").read_text().splitlines()]
+    (old / "requests.jsonl").write_text("".join(json.dumps({**r, "admitted_step": None}) + "\n" for r in recs))
+    assert main(["serve-replay", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "without an admission index and step" in err
+    assert not (tmp_path / "runs").exists()  # refused before a worker was built
+
+
+def test_a_gap_in_the_records_is_reported_not_waited_for(tmp_path, capsys):
+    """A request the records lack (a server stopped before it finished) leaves engine steps no
+    recorded request explains: the idle replay admits the next request at once and says that
+    the schedule moved."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    recs = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    gone = next(r for r in recs if r["request"].startswith("cmpl-serial-req-05-"))  # alone in the engine
+    (run / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs if r is not gone))
+    assert main(["serve-replay", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "cmpl-serial-req-06-" in out and "the replay differs from the served run in" in out
+
+
+def test_the_replays_engine_has_the_served_engines_settings():
+    """What the server's command line (fixtures/vllm/server.py) sets is what the replay builds."""
+    from fixtures.vllm.rerun import _engine_config
+    from fixtures.vllm.server import SERVE_ARGS
+
+    def given(flag: str):
+        i = SERVE_ARGS.index(flag)
+        value = SERVE_ARGS[i + 1] if i + 1 < len(SERVE_ARGS) else "--"
+        return True if value.startswith("--") else int(value)
+
+    cfg = _engine_config(json.loads((RUN / "run.json").read_text()))
+    assert (cfg.cache_config.enable_prefix_caching, cfg.model_config.max_model_len, cfg.scheduler_config.max_num_seqs,
+            cfg.scheduler_config.max_num_batched_tokens, cfg.cache_config.block_size,
+            cfg.scheduler_config.async_scheduling) == (
+        given("--enable-prefix-caching"), given("--max-model-len"), given("--max-num-seqs"),
+        given("--max-num-batched-tokens"), given("--block-size"), given("--async-scheduling"))
