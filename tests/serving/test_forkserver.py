@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +45,18 @@ def test_a_replay_in_the_servers_child_is_the_fresh_processs_replay(served, tmp_
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert (again.returncode, again.stdout, again.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert fresh.returncode == 1 and "1 of 32 requests differ" in fresh.stdout
+
+
+def test_a_served_runs_replay_in_the_servers_child_is_the_fresh_processs(served, tmp_path):
+    env, log, _ = served
+    run = str(Path(__file__).parents[1] / "gates" / "data" / "served-stale-position-buffer")
+    forked = _ttsim(["serve-replay", run], env, tmp_path)
+    fresh = _ttsim(["serve-replay", run], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
+    assert f"ttsim serve-replay {run}" in log.read_text()
+    folder = re.compile(r"(replay records: |serve-explain )\S+")  # each replay writes a folder of its own
+    assert forked.returncode == fresh.returncode == 0, forked.stderr
+    assert folder.sub("", forked.stdout) == folder.sub("", fresh.stdout)
+    assert "64 of 64 answers and admission steps equal the served run's" in forked.stdout
 
 
 def test_bad_input_through_the_server_is_the_same_one_line(served, tmp_path):
@@ -115,6 +128,8 @@ def test_a_forked_child_never_asks_the_server_again(monkeypatch):
     (["arms", "compare", "a.json", "b.json"], False),
     (["replay", "--arm", "all", "--seed", "3"], True),
     (["selfcheck"], False),
+    (["serve-replay", "DIR"], True),
+    (["serve-explain", "DIR"], False),
 ])
 def test_which_commands_a_server_runs(argv, forked):
     from fixtures import cli
