@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import served
 from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED
@@ -126,6 +127,9 @@ def pytest_runtest_makereport(item, call):
         for name, t in getattr(item, "funcargs", {}).items():
             if isinstance(t, gates.GateTarget) and t.server is not None:
                 report.sections.append((f"vllm serve log ({name}, tail)", t.server.log_tail(60)))
+                replay = served.replay_commands(t.server.log_text())
+                if replay:
+                    report.sections.append((f"the served run ({name}): read it, replay it in process", replay))
         for key, value in item.user_properties:
             if key == "gate_report":
                 report.sections.append(("gate report", value))

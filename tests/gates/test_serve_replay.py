@@ -126,3 +126,16 @@ def test_the_replays_engine_has_the_served_engines_settings():
             cfg.scheduler_config.async_scheduling) == (
         given("--enable-prefix-caching"), given("--max-model-len"), given("--max-num-seqs"),
         given("--max-num-batched-tokens"), given("--block-size"), given("--async-scheduling"))
+
+
+def test_a_failing_gate_test_prints_how_to_read_and_replay_its_served_run():
+    """tests/gates/conftest.py appends this to a failing test against a sim server."""
+    from fixtures.served import replay_commands
+
+    log = ("INFO 12-03 20:21:27 [api_server.py] vLLM API server version 0.33.0\n"
+           "(ttsim) INFO ttsim records: /runs/serve/20261203T202127-31833\n"
+           "(ttsim) INFO ttsim worker ready: no SDPA (sweep model)\n")
+    assert replay_commands(log) == ("records: /runs/serve/20261203T202127-31833\n"
+                                    "  bin/ttsim serve-explain /runs/serve/20261203T202127-31833\n"
+                                    "  bin/ttsim serve-replay /runs/serve/20261203T202127-31833")
+    assert replay_commands("INFO ttsim worker ready\n") == ""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures import served
 from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED, stage3_requests
@@ -35,6 +36,7 @@ def _served_answers(model_dir: str, tmp_path, name: str, env: dict) -> tuple[dic
         s.stop()
     (folder,) = (runs / "serve").iterdir()
     assert f"ttsim records: {folder}" in log, log[-2000:]
+    assert served.records_of(log) == [str(folder)]  # what a failing gate test prints to replay
     records = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
     return {rid: a.token_ids for rid, a in answers.items()}, records, folder
 
@@ -59,9 +61,9 @@ def _replays(run_dir) -> None:
     """The run again in process on its recorded admission schedule: every answer and step repeats."""
     from fixtures.vllm.rerun import compare, rerun
 
-    served = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    recorded = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     _, replayed = rerun(str(run_dir))
-    assert compare(served, replayed) == []
+    assert compare(recorded, replayed) == [], f"bin/ttsim serve-replay {run_dir}"
 
 
 @pytest.mark.parametrize("env", [{}, CONTROL_ENV], ids=["production", "control"])
