@@ -5,11 +5,7 @@ EngineCore's batch queue)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
-
-from fixtures.vllm.platform import TtsimPlatform
 
 MAX_LEN, BLOCKS, BATCHED = 256, 48, 128
 
@@ -21,13 +17,11 @@ def runs_dir(tmp_path, monkeypatch):
 
 
 def _config(additional: dict):
-    """A fresh vLLM config of the sweep model, as `vllm serve` would hand the platform."""
-    from fixtures.engine.config import vllm_config
+    """A fresh vLLM config of the sweep model, as `vllm serve` would hand the platform (a shorter
+    context, no prefix caching)."""
+    from fixtures.vllm.rerun import served_config
 
-    cfg = vllm_config.__wrapped__("markov", MAX_LEN, BLOCKS, BATCHED, 8, 32)  # uncached: we mutate it
-    cfg.additional_config = dict(additional)
-    TtsimPlatform.check_and_update_config(cfg)
-    return cfg
+    return served_config("markov", additional, max_len=MAX_LEN, prefix_caching=False)
 
 
 @pytest.mark.parametrize("policy,cls", [(None, "fixtures.engine.scheduler.PhasedScheduler"),
@@ -64,7 +58,7 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
     from fixtures.system import model_config
     from fixtures.vllm.worker import TtsimWorker
     from fixtures.workloads import stage3
-    from model.serving import Engine
+    from fixtures.vllm.rerun import engine_for
     from vllm import SamplingParams
     from vllm.v1.request import Request
 
@@ -92,15 +86,17 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
 
         gen.prefill_forward, gen.decode_forward = prefill, decode
 
+        real_execute = worker.execute_model
+
         def execute(so):
             steps.append([])
-            out = worker.execute_model(so)
-            return (lambda: out) if out is not None else worker.sample_tokens(None).get_output
+            return real_execute(so)
 
+        worker.execute_model = execute
         sched = make_scheduler("markov", model_config("markov"), num_blocks=BLOCKS, max_batched=BATCHED, max_slots=8,
                                block_size=32, step_policy=policy)
         assert type(sched) is cfg.scheduler_config.get_scheduler_cls()  # the class the served engine builds
-        engine = Engine(sched, SimpleNamespace(execute=execute))
+        engine = engine_for(worker, sched)
         requests = stage3(29).requests[:n]
         for i, r in enumerate(requests):
             engine.add_request(Request(r.request_id, prompt_token_ids=list(r.prompt), pooling_params=None,
