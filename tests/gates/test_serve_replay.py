@@ -21,6 +21,9 @@ import pytest
 
 from fixtures.cli import main
 
+# a recorded run of ttsim's own generator: it judges no user's (skipped under --generator)
+pytestmark = pytest.mark.our_generator
+
 RUN = Path(__file__).parent / "data" / "served-stale-position-buffer"
 BROKEN = "cmpl-concurrent-req-12-0-91c67c6f"
 
@@ -139,3 +142,30 @@ def test_a_failing_gate_test_prints_how_to_read_and_replay_its_served_run():
                                     "  bin/ttsim serve-explain /runs/serve/20261203T202127-31833\n"
                                     "  bin/ttsim serve-replay /runs/serve/20261203T202127-31833")
     assert replay_commands("INFO ttsim worker ready\n") == ""
+
+
+GENERATORS = Path(__file__).parents[1] / "generators" / "qwen36_style.py"
+
+
+def test_a_replay_runs_the_runs_generator_and_leaves_the_callers_in_force(tmp_path):
+    """The generator that served the run serves its replay (ours here, though the caller has
+    another in force; a user's when run.json names it), and the caller's is back afterwards."""
+    from fixtures import loader
+    from fixtures.system import generator_in_force, user_generator
+    from fixtures.vllm.rerun import compare, rerun
+
+    recorded = [json.loads(line) for line in (RUN / "requests.jsonl").read_text().splitlines()]
+    with generator_in_force(loader.parse(f"{GENERATORS}:exploding_generator")) as callers:
+        _, replayed = rerun(str(RUN))  # the caller's generator would raise in its first decode
+        assert compare(recorded, replayed) == []
+        assert user_generator() is callers
+        theirs = tmp_path / "theirs"
+        shutil.copytree(RUN, theirs)
+        meta = json.loads((theirs / "run.json").read_text())
+        (theirs / "run.json").write_text(json.dumps({**meta, "generator": {
+            "spec": f"{GENERATORS}:exploding_generator", "tt_metal": None}}))
+        with generator_in_force(None):
+            with pytest.raises(RuntimeError, match="device hung in decode"):
+                rerun(str(theirs))
+            assert user_generator() is None
+        assert user_generator() is callers
