@@ -60,3 +60,23 @@ def test_a_server_started_with_streaming_off_fails_readiness(endpoint, sim_serve
     assert "ttsim worker ready: legacy SDPA" in log_text, log_text[-2000:]
     r = gates.readiness(gates.GateReport("readiness-legacy", s.url), s.url, log_text)
     assert [c["check"] for c in r.checks if c["status"] == "fail"] == ["streaming-banner"], r.failures()
+
+
+def test_the_workers_log_lines_outlive_the_stream_it_was_first_imported_under():
+    """The worker module may first be imported under a caller's capture (an in-process
+    `ttsim serve-replay` under pytest's capsys); its lines must still reach the process's stderr
+    once that capture is closed, not raise "I/O operation on closed file"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import io, sys\n"
+            "sys.stderr = io.StringIO()\n"
+            "from fixtures.vllm import worker\n"
+            "sys.stderr.close(); sys.stderr = sys.__stderr__\n"
+            "worker.log.info('after the capture closed')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "(ttsim) INFO after the capture closed" in p.stderr, p.stderr[-2000:]
+    assert "Logging error" not in p.stderr, p.stderr[-2000:]
