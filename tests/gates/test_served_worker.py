@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-MAX_LEN, BLOCKS, BATCHED = 256, 48, 128
+MAX_LEN = 256  # shorter than the server's: the test's requests are short
 
 
 @pytest.fixture(autouse=True)
@@ -55,10 +55,11 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
     generator calls of each engine step, the requests, every request's answer as vLLM's
     scheduler returned it, and the worker's records folder."""
     from fixtures.engine.config import make_scheduler
-    from fixtures.system import model_config
+    from fixtures.system import BLOCK_SIZE, MAX_SLOTS, NUM_BLOCKS, model_config
+    from fixtures.vllm.rerun import engine_for
+    from fixtures.vllm.server import MAX_BATCHED
     from fixtures.vllm.worker import TtsimWorker
     from fixtures.workloads import stage3
-    from fixtures.vllm.rerun import engine_for
     from vllm import SamplingParams
     from vllm.v1.request import Request
 
@@ -93,8 +94,8 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
             return real_execute(so)
 
         worker.execute_model = execute
-        sched = make_scheduler("markov", model_config("markov"), num_blocks=BLOCKS, max_batched=BATCHED, max_slots=8,
-                               block_size=32, step_policy=policy)
+        sched = make_scheduler("markov", model_config("markov"), num_blocks=NUM_BLOCKS, max_batched=MAX_BATCHED,
+                               max_slots=MAX_SLOTS, block_size=BLOCK_SIZE, step_policy=policy)
         assert type(sched) is cfg.scheduler_config.get_scheduler_cls()  # the class the served engine builds
         engine = engine_for(worker, sched)
         requests = stage3(29).requests[:n]
