@@ -10,7 +10,7 @@ warms up on a tiny conversion, resets the peak-RSS counter (``/proc/self/clear_r
 its input. Cases: ``host`` = ``from_torch(x, dtype, TILE)``; ``device`` = the same with
 ``device=`` (host conversion plus the write into device memory); ``read`` = ``to_torch`` of
 a device tensor. Appends one JSON line per case to ``bfp_memory.jsonl`` in the runs folder
-(fixtures/records.py: ``runs/`` at the checkout root, or ``$TTSIM_RUNS_DIR``).
+(harness/base/records.py: ``runs/`` at the checkout root, or ``$TTSIM_RUNS_DIR``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Replaying one seed from the shell, the command a failing sweep prints: a fresh process
-(`TTSIM_FORKSERVER=0`) beside a child of a warm fork server (fixtures/forkserver.py),
+(`TTSIM_FORKSERVER=0`) beside a child of a warm fork server (harness/commands/forkserver.py),
 interleaved so the machine's noise hits both alike; the outputs must be identical.
 ``--sweep N`` times `bin/ttsim arms --seeds N` the same way instead (its --json must be
 identical; its printout carries its own timing).
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench import record
-from fixtures import forkserver
+from harness.commands import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     # bin/ttsim puts this checkout first on the path: the key and the server see the same path
     env = {**os.environ, "TTSIM_SKIP_SETUP": "1", "TMPDIR": sockets, "PYTHONPATH": str(ROOT)}
     env.pop("TTSIM_FORKSERVER", None)
-    key = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
+    key = subprocess.run([sys.executable, "-c", "from harness.commands.forkserver import key; print(key())"], env=env,
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     t0 = time.perf_counter()
     try:

@@ -17,7 +17,7 @@ call and reads ``VmHWM`` after it; the reported number is VmHWM minus the RSS ju
 before the call. (Where clear_refs is unavailable the child falls back to
 ``ru_maxrss`` minus the RSS before the call, noted in the record.)
 
-Each run appends one JSON line per shape to ``sdpa.jsonl`` in the runs folder (fixtures.records) and prints a table.
+Each run appends one JSON line per shape to ``sdpa.jsonl`` in the runs folder (harness.base.records) and prints a table.
 The machine is shared with other work on a 2-core box, so the record also carries the
 load average: compare ratios, not absolute times, across runs. By default every size
 runs twice: with torch's default intra-op thread count and with one thread.

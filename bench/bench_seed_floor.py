@@ -121,19 +121,21 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)  # as the CLI's sweep
     t0 = time.perf_counter()
-    from fixtures.sweep import arms  # noqa: E402 - timed with vLLM's start-up
+    from harness.base.spec import RunSpec
+    from harness.sweep import arms  # noqa: E402 - timed with vLLM's start-up
     from model.flags import ARMS
 
-    arms.warm_up("markov")
+    spec = RunSpec()  # the sweep model, production's step policy, ours
+    arms.warm_up(spec)
     warm_up_s = time.perf_counter() - t0
     all_arms = list(ARMS)
     seeds = range(args.seed_start, args.seed_start + args.seeds)
-    arms.run_seed(0, all_arms, "markov")  # first-use costs (lazy imports, caches) out of the passes
+    arms.run_seed(spec.with_seed(0), all_arms)  # first-use costs (lazy imports, caches) out of the passes
 
     def run_all() -> float:
         t = time.perf_counter()
         for s in seeds:
-            arms.run_seed(s, all_arms, "markov")
+            arms.run_seed(spec.with_seed(s), all_arms)
         return (time.perf_counter() - t) * 1000 / args.seeds
 
     seed_ms = run_all()

@@ -11,7 +11,7 @@ the server's processes (API server + engine core) spent by then. Appends to runs
 of ``--arm``'s fix flags on the seed (its swarm knobs, the plugin's steps: production's
 configuration), and the table of `ttsim arms`: failed requests of the concurrent-equals-serial
 check over all repeats, rate and 95% Wilson interval, each failure's defect class from the
-server's records (fixtures/served.py). ``--json`` writes an arms report `ttsim arms compare`
+server's records (harness/served.py). ``--json`` writes an arms report `ttsim arms compare`
 reads beside an in-process one.
 """
 
@@ -54,13 +54,14 @@ def main(argv=None) -> int:
         return served_sweep(args)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    from fixtures import scenario
-    from fixtures import system as system_
+    from harness import scenario
+    from harness import system as system_
+    from harness.base.spec import RunSpec
     from model.flags import ARMS
-    from fixtures.workloads import FaultKnobs, stage3
+    from harness.workloads import FaultKnobs, stage3
     from hil import gates
-    from fixtures.engine import modeldir
-    from fixtures.vllm import server
+    from harness.engine import modeldir
+    from harness.vllm import server
 
     rec: dict = {"model": args.model, "seed": args.seed}
     with tempfile.TemporaryDirectory() as d:
@@ -86,16 +87,17 @@ def main(argv=None) -> int:
             s.stop()
     # the same work in process, side by side
     t0 = time.perf_counter()
-    system = system_.System(args.seed, FaultKnobs.swarm(args.seed), model=args.model)
-    gen, _ = system_.build_runner(system, ARMS["all"], FaultKnobs.swarm(args.seed), args.seed)
+    spec = RunSpec(seed=args.seed, model=args.model)
+    system = system_.System(spec, FaultKnobs.swarm(args.seed))
+    gen, _ = system_.build_runner(system, ARMS["all"], FaultKnobs.swarm(args.seed))
     gen.warm_up()
     system.close()
     rec["inproc_device_build_s"] = time.perf_counter() - t0
     w = stage3(args.seed)
     expected = {r.request_id: [0] for r in w.requests}  # the timing does not need the oracle
-    scenario.run_scenario(w, "all", args.seed, expected=expected, model=args.model)  # warm: imports, config
+    scenario.run_scenario(w, "all", spec, expected=expected)  # warm: imports, config
     t0 = time.perf_counter()
-    scenario.run_scenario(w, "all", args.seed, expected=expected, model=args.model)
+    scenario.run_scenario(w, "all", spec, expected=expected)
     rec["inproc_concurrent_32_s"] = time.perf_counter() - t0
     rec["http_over_inproc_concurrent"] = rec["http_concurrent_32_s"] / rec["inproc_concurrent_32_s"]
     rec["startup_over_device_build"] = rec["startup_s"] / rec["inproc_device_build_s"]
@@ -116,9 +118,9 @@ def _arm_env(arm: str) -> dict[str, str]:
 def served_repeat(model_dir: str, arm: str, seed: int, folder: Path) -> dict:
     """One stage 3 against a fresh server of ``arm``: the gate's verdicts and each failed
     request's defect class from the server's records."""
-    from fixtures import served
-    from fixtures.vllm import server
-    from fixtures.workloads import stage3
+    from harness import served
+    from harness.vllm import server
+    from harness.workloads import stage3
     from hil import gates
 
     reqs = [gates.GateRequest(r.request_id, bytes(r.prompt).decode(), r.max_tokens) for r in stage3(seed).requests]
@@ -156,9 +158,9 @@ def served_sweep(args) -> int:
     import json
     from collections import Counter
 
-    from fixtures.engine import modeldir
-    from fixtures.stats import wilson
-    from fixtures.sweep.report import print_report
+    from harness.engine import modeldir
+    from harness.base.stats import wilson
+    from harness.sweep.report import print_report
     from model.flags import ARMS
 
     if args.arm not in ARMS:

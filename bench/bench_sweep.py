@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_sweep [--seeds 200] [--chunks 4] [--workers 2] [--against REV] [--keep DIR]
 
-Runs ``python -m fixtures.cli arms`` (all arms, the sweep model) over the same seeds in this
+Runs ``python -m harness.commands.cli arms`` (all arms, the sweep model) over the same seeds in this
 tree and, with ``--against REV``, in a temporary ``git worktree`` of REV. The two trees run
 each chunk of seeds AT THE SAME TIME with half the workers each, so a shared machine's
 changing load hits both alike; the speedup is the ratio of their sweep walls. Each chunk's
@@ -12,7 +12,7 @@ difference.
 Times are the sweep walls the CLI records (process start-up excluded; vLLM's import and
 config, ``warm_up_s``, included and also given apart) plus the command's wall.
 Targets: 6 arms x 1000 seeds <= 120 s (stretch 60 s); the default job (200 seeds) <= 30 s.
-The record goes to the runs folder (fixtures.records) as sweep.jsonl.
+The record goes to the runs folder (harness.base.records) as sweep.jsonl.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _run_chunks(jobs: dict[str, tuple[Path, Path, Path]], seed_start: int, seeds
     procs = {}
     for name, (tree, out, runs) in jobs.items():
         env = {**os.environ, "TTSIM_RUNS_DIR": str(runs), "PYTHONPATH": str(tree)}
-        cmd = [sys.executable, "-m", "fixtures.cli", "arms", "--seeds", str(seeds), "--seed-start", str(seed_start),
+        cmd = [sys.executable, "-m", "harness.commands.cli", "arms", "--seeds", str(seeds), "--seed-start", str(seed_start),
                "--workers", str(workers), "--json", str(out)]
         procs[name] = (cmd, time.perf_counter(), subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
                                                                    stderr=subprocess.PIPE, text=True))

@@ -1,4 +1,4 @@
-"""Benchmark helpers: records are written by :mod:`fixtures.records` (the runs folder, or
+"""Benchmark helpers: records are written by :mod:`harness.base.records` (the runs folder, or
 $TTSIM_RUNS_DIR); :func:`side_by_side` times candidates interleaved."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import statistics
 import time
 from typing import Callable
 
-from fixtures.records import context, runs_dir, write  # noqa: F401 - the one record writer
+from harness.base.records import context, runs_dir, write  # noqa: F401 - the one record writer
 
 __all__ = ["context", "peak_rss", "runs_dir", "side_by_side", "write"]
 

@@ -9,5 +9,5 @@
 - ``record`` / ``watchdog`` / ``reset``: the session record, the per-test watchdog process, tt-smi.
 - ``lifeline``: child processes (vLLM servers, the card probe) that end with their starter, SIGKILL too.
 
-hil imports neither fixtures nor torch; the pytest plugin (fixtures/plugin/hardware.py) only asks it.
+hil imports neither fixtures nor torch; the pytest plugin (fixtures/hardware.py) only asks it.
 """

@@ -22,7 +22,7 @@ F1; qwen36's per-width trace stores; docs/fidelity.md names each source):
   cleared after every decode; the fix forces the host on row ``slot`` (after the gather).
 - The keep runs only for a model declaring ``supports_async_decode`` (``model_capabilities``),
   as F1's ``decode_forward`` since tt-metal #54565; ``async_keep_gate=False`` is the code before
-  it (the named scenario ``upstream-54565``, fixtures/upstream_bugs.py).
+  it (the named scenario ``upstream-54565``, harness/upstream_bugs.py).
 
 Nothing here knows which seed or fault is in force: the defects come from what the buffers
 really hold -- a width's inputs left from an older batch, another trace's intermediates.
@@ -79,7 +79,7 @@ class MergeSite:
     recorded: list[bool]  # per row: is ROW r's slot marked prefilled since the last decode (F1)
     # per row: is the slot gathered to row r marked (the candidate fix marks_follow_remap);
     # None without a remap, where both are the same. Kept here, not chosen by the generator,
-    # so arms differing only in that flag can share a run (fixtures.shared_arms)
+    # so arms differing only in that flag can share a run (harness.shared_arms)
     recorded_remapped: list[bool] | None = None
 
     def marks(self, flags: GeneratorFlags) -> list[bool]:

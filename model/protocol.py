@@ -7,7 +7,7 @@ Read from ``tenstorrent/vllm-tt-plugin`` @ e3fc8494 (``loader.py``, ``model_runn
 
 1. build: ``cls.initialize_vllm_model(hf_config, mesh_device, max_batch_size, max_seq_len=,
    tt_data_parallel=1, optimizations=None)`` (the plugin's loader), or a factory
-   (``--generator MODULE:ATTR``, fixtures/loader.py);
+   (``--generator MODULE:ATTR``, harness/loader.py);
 2. KV cache, owned by the model: ``allocate_kv_cache_per_layer(specs)`` when present (hybrid
    models; ``specs``: one ``(shape, dtype, tensor_idx)`` per attention layer), else
    ``allocate_kv_cache(shape, dtype, num_layers)``, ``shape`` = ``(blocks, kv_heads,
@@ -39,31 +39,90 @@ Read from ``tenstorrent/vllm-tt-plugin`` @ e3fc8494 (``loader.py``, ``model_runn
 A second decode dialect: a generator declaring ``decode_input_update_contract = 1`` gets tt-metal's
 ``models/common/decode_contract.py`` commands (``reload_inputs``, ``reload_page_table``,
 ``reload_sampling_params``, ``reset_sampling_state``) instead of ``reset_batch``.
+
+The signatures, with the plugin's keyword names, are the typed Protocols below
+(:class:`PluginGenerator`, :class:`KvCacheOwner` / :class:`PerLayerKvCacheOwner`,
+:class:`DecodeReader`): the loader's check (:func:`check`) and every error naming a call read
+them, so the docs, the check and the runner cannot disagree.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from torch import Tensor
 
-#: the calls the plugin makes unconditionally, in its order (the KV-cache allocator is one of two)
-REQUIRED = ("warmup_model_prefill", "warmup_model_decode", "prefill_forward", "decode_forward")
+class PluginGenerator(Protocol):
+    """What the plugin calls on every model class, unconditionally, in its order, with its keyword
+    names (the runner passes every argument by keyword; model/serving.py). ``[...]`` in a
+    docstring: passed only in the mode named there. A KV allocator is one of
+    :class:`KvCacheOwner` / :class:`PerLayerKvCacheOwner`; the reads are :class:`DecodeReader`."""
+
+    def warmup_model_prefill(self, enable_trace: bool, kv_cache: Any, can_sample_on_device: bool) -> None:
+        """Compile (``enable_trace=False``); prefill is never captured by the runner."""
+
+    def warmup_model_decode(self, enable_trace: bool, kv_cache: Any, max_batch_size: int, num_blocks: int,
+                            can_sample_on_device: bool) -> None:
+        """Compile, then capture (``enable_trace=True``): allocate persistent inputs here."""
+
+    def prefill_forward(self, tokens: Tensor, page_table: Tensor, kv_cache: Any, enable_trace: bool,
+                        prompt_lens: Tensor, start_pos: Tensor, empty_slots: list[int],
+                        sampling_params: Any = None) -> Any:
+        """``tokens[i, start_pos[i]:prompt_lens[i]]`` into slot ``empty_slots[i]``; logits
+        ``[B, 1, vocab]`` for the runner to sample, or tokens ``[B]`` [with ``sampling_params``:
+        ``sample_on_device="all"``]; either may come as a pair whose first entry is it."""
+
+    def decode_forward(self, tokens: Tensor, page_table: Tensor, kv_cache: Any, start_pos: Tensor,
+                       enable_trace: bool, read_from_device: bool, sampling_params: Any = None,
+                       reset_batch: bool | None = None, slot_remap: Tensor | None = None) -> Any:
+        """One decode of ``max_batch_size`` rows (padding: position -1) [``sampling_params`` and
+        ``reset_batch`` with on-device sampling; ``slot_remap`` when rows moved]."""
+
+
+class KvCacheOwner(Protocol):
+    def allocate_kv_cache(self, shape: tuple, dtype: Any, num_layers: int) -> Any:
+        """The paged KV cache, ``shape`` = (blocks, kv_heads, block_size, head_dim)."""
+
+
+class PerLayerKvCacheOwner(Protocol):
+    def allocate_kv_cache_per_layer(self, specs: list[tuple]) -> Any:
+        """A hybrid model's KV cache: one ``(shape, dtype, tensor_idx)`` per attention layer."""
+
+
+class DecodeReader(Protocol):
+    """Optional when ``decode_forward`` returns host tensors."""
+
+    def read_decode_output(self, out: Any, async_read: bool) -> tuple[Any, list]:
+        """Enqueue the read of a decode's output: ``(host_output, events)``."""
+
+    def process_decode_output_host(self, host_output: Any, is_tokens: bool) -> Any:
+        """Tokens (``[B]`` or ``[B, 1]``, or a pair whose first entry is that) after the events."""
+
+
+def _calls(*protocols) -> dict[str, inspect.Signature]:
+    return {name: inspect.signature(getattr(p, name)) for p in protocols for name in p.__dict__
+            if not name.startswith("_") and callable(getattr(p, name))}
+
+
+#: the calls the plugin makes unconditionally, in its order
+REQUIRED = tuple(_calls(PluginGenerator))
+#: one of these allocates the KV cache (the per-layer one preferred when present)
 KV_ALLOCATORS = ("allocate_kv_cache_per_layer", "allocate_kv_cache")
+_SIGNATURES = _calls(PluginGenerator, KvCacheOwner, PerLayerKvCacheOwner, DecodeReader)
+
+
+def call_text(name: str) -> str:
+    """How the plugin calls ``name``, from its Protocol: ``decode_forward(tokens, page_table, ...)``."""
+    params = [p.name for p in _SIGNATURES[name].parameters.values() if p.name != "self"]
+    return f"{name}({', '.join(params)})"
+
+
 #: what the plugin would pass, named in the error for a missing method
-PLUGIN_CALLS = {
-    "allocate_kv_cache": "allocate_kv_cache(shape, dtype, num_layers) (or allocate_kv_cache_per_layer(specs))",
-    "warmup_model_prefill": "warmup_model_prefill(enable_trace, kv_cache, can_sample_on_device)",
-    "warmup_model_decode": "warmup_model_decode(enable_trace, kv_cache, max_batch_size, num_blocks, "
-                           "can_sample_on_device)",
-    "prefill_forward": "prefill_forward(tokens, page_table, kv_cache, enable_trace, prompt_lens, start_pos, "
-                       "empty_slots[, sampling_params])",
-    "decode_forward": "decode_forward(tokens, page_table, kv_cache, start_pos[, sampling_params, reset_batch]"
-                      "[, slot_remap], enable_trace, read_from_device)",
-    "read_decode_output": "read_decode_output(out, async_read=True) -> (host_output, events)",
-    "process_decode_output_host": "process_decode_output_host(host_output, is_tokens) -> tokens or (tokens, ...)",
-}
+PLUGIN_CALLS = {name: call_text(name) for name in _SIGNATURES}
+PLUGIN_CALLS["allocate_kv_cache"] += " (or allocate_kv_cache_per_layer(specs))"
 #: ``sample_on_device`` modes, as the plugin's ``sample_on_device_mode`` (None: host sampling)
 SAMPLE_ON_DEVICE = ("all", "decode_only", None)
 
@@ -78,12 +137,40 @@ def missing_methods(obj) -> list[str]:
     return missing + [m for m in REQUIRED if not callable(getattr(obj, m, None))]
 
 
+#: the keywords the plugin passes by name, per method (the KV allocators take positions; the
+#: reads take their output positionally)
+KEYWORDS = {**{name: [p for p in _SIGNATURES[name].parameters if p != "self"] for name in REQUIRED},
+            "read_decode_output": ["async_read"], "process_decode_output_host": ["is_tokens"]}
+
+
+def refused_keywords(obj, name: str) -> list[str]:
+    """The keywords the plugin passes to ``name`` that ``obj``'s method cannot take (a method
+    with ``**kwargs`` takes them all; a signature Python cannot read is taken as it comes)."""
+    method = getattr(obj, name, None)
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return []
+    takes = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return [k for k in KEYWORDS[name] if k not in takes]
+
+
 def check(obj, what: str) -> None:
+    """Refuse, in one line, a generator (class or instance) the plugin could not drive: a
+    method missing, or one that cannot take a keyword the plugin passes."""
     missing = missing_methods(obj)
     if missing:
         raise GeneratorProtocolError(f"{what} does not speak the plugin's contract: no method "
                                      + "; no method ".join(PLUGIN_CALLS[m] for m in missing)
                                      + " (model/protocol.py)")
+    for name in (n for n in KEYWORDS if callable(getattr(obj, n, None))):
+        refused = refused_keywords(obj, name)
+        if refused:
+            raise GeneratorProtocolError(f"{what} does not speak the plugin's contract: {name} takes no keyword "
+                                         f"{', '.join(refused)}; the plugin calls {PLUGIN_CALLS[name]} by keyword "
+                                         f"(model/protocol.py)")
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Two paths drive one runner:
 
 - the served path: vLLM's real EngineCore (``vllm serve``) calls ``TTRunner.execute`` through
-  the ``fixtures.vllm`` platform's worker, one step per ``execute_model``/``sample_tokens``;
+  the ``harness.vllm`` platform's worker, one step per ``execute_model``/``sample_tokens``;
 - the in-process path: ``Engine`` below re-enacts EngineCore.step_with_batch_queue (async
   scheduling: step k+1 is scheduled and submitted before step k's output is processed)
   without processes or HTTP, because the 1000-seed sweeps need its speed.
@@ -182,7 +182,7 @@ class TTRunner:
     def _finish(self, rid: str) -> None:
         """A request vLLM finished. With ``on_finish`` (a server: requests never end) it gets what
         the host saw of the request, which is then forgotten; else the decode log stays for the
-        run's verdicts (fixtures.scenario)."""
+        run's verdicts (harness.scenario)."""
         st = self.reqs.get(rid)
         if self.on_finish is not None:
             n = self._prompt_lens.pop(rid, None)

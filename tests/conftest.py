@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import forkserver
+from harness.commands import forkserver
 
 import fork_servers
 
@@ -85,4 +85,4 @@ def _ttnn_left_as_found():
     yield
     if absent and "ttnn" in sys.modules:
         leaked = sys.modules.pop("ttnn")
-        pytest.fail(f"the test left sys.modules['ttnn'] = {leaked!r} behind (use fixtures.system.generator_in_force)")
+        pytest.fail(f"the test left sys.modules['ttnn'] = {leaked!r} behind (load generators with harness.loader.loaded, which restores it)")

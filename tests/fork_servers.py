@@ -1,5 +1,5 @@
-"""Fork servers the suite starts (fixtures/forkserver.py): for real `ttsim` clients, keyed as a
-client with the same environment computes its key so `python -m fixtures.cli` finds it on its
+"""Fork servers the suite starts (harness/commands/forkserver.py): for real `ttsim` clients, keyed as a
+client with the same environment computes its key so `python -m harness.commands.cli` finds it on its
 own; servers that preload nothing, for tests of the serving loop; and a server started when
 first asked for and again whenever it has idled out, shared by a worker's tests."""
 
@@ -15,7 +15,7 @@ from typing import Callable
 
 import pytest
 
-from fixtures import forkserver
+from harness.commands import forkserver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: imports): ``{before}`` runs before it serves
 LIGHT_SERVER = """
 import os, signal, sys
-from fixtures import forkserver
+from harness.commands import forkserver
 
 forkserver.PRELOAD = ()
 {before}
@@ -46,7 +46,7 @@ def client_env(tmp: Path):
 
 def key_of(env) -> str:
     """The key a client with ``env`` computes (in a process of its own: the key reads the import path)."""
-    out = subprocess.run([sys.executable, "-c", "from fixtures.forkserver import key; print(key())"], env=env,
+    out = subprocess.run([sys.executable, "-c", "from harness.commands.forkserver import key; print(key())"], env=env,
                          cwd=ROOT, capture_output=True, text=True, check=True)
     return out.stdout.strip()
 

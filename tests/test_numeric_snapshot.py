@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.plugin.snapshots.numeric import Close, Pcc, check, dumps, loads, numeric, table
+from harness.snapshots.numeric import Close, Pcc, check, dumps, loads, numeric, table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +63,7 @@ def test_through_syrupy_passes_within_and_fails_outside_tolerance(tmp_path):
     beyond it (fails with the side-by-side table), missing snapshot (fails)."""
     test = tmp_path / "test_num.py"
     body = textwrap.dedent("""
-        from fixtures.plugin.snapshots.numeric import Close, NumericSnapshotExtension, Pcc
+        from harness.snapshots.numeric import Close, NumericSnapshotExtension, Pcc
 
         def test_values(snapshot):
             snap = snapshot.use_extension(NumericSnapshotExtension)

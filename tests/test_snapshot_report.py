@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import cli
-from fixtures.plugin.snapshots.numeric import Close, Pcc, dumps, numeric
-from fixtures.plugin.snapshots.report import ReportError, ambr_value, build, markdown
+from harness.commands import cli
+from harness.snapshots.numeric import Close, Pcc, dumps, numeric
+from harness.snapshots.report import ReportError, ambr_value, build, markdown
 
 SUMMARY = """# serializer version: 1
 # name: test_arms_summary[ttsim]

@@ -715,7 +715,7 @@ def get_device_tensors(tensor: Tensor) -> list[Tensor]:
 
 
 def peek(tensor: Tensor) -> torch.Tensor | None:
-    """ttsim only, not ttnn (for the sweep's shared runs, fixtures.shared_arms): what a blocking
+    """ttsim only, not ttnn (for the sweep's shared runs, harness.shared_arms): what a blocking
     ``to_torch`` of the one-chip device tensor ``tensor`` would return now, without enqueuing
     the read; None where a read could return something else or change the device: commands
     are queued (a read runs them first), or nothing has written the buffer yet (a first look

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("ttsim", "model", "fixtures", "hil")
+PACKAGES = ("ttsim", "model", "harness", "fixtures", "hil")
 
 
 def modules() -> dict[str, Path]:

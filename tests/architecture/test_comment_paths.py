@@ -1,4 +1,4 @@
-"""Every path of ours that a docstring or comment names (``fixtures/system.py``,
+"""Every path of ours that a docstring or comment names (``harness/system.py``,
 ``tests/generators/silent.py``, ``docs/fidelity.md``) exists: a moved or renamed file leaves no
 stale pointer behind. Upstream paths (tt-metal's ``models/...``, the plugin's ``src/...``) are
 not ours and are not checked."""
@@ -11,7 +11,7 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("ttsim", "model", "fixtures", "hil", "tests", "bench", "conformance", "bin", "docs")
+OURS = ("ttsim", "model", "harness", "fixtures", "hil", "tests", "bench", "conformance", "bin", "docs")
 #: upstream files whose paths look like ours (the plugin's docs, tt-metal's tests/scripts)
 UPSTREAM = {"docs/SCHEDULING.md", "tests/scripts/common.py"}
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*\w\.(?:py|md|json|jsonl|yaml|textproto|sh|png))" % "|".join(OURS))
@@ -25,7 +25,7 @@ def _texts(path: Path):
 
 
 def named_paths():
-    for package in ("ttsim", "model", "fixtures", "hil", "bench", "tests"):
+    for package in ("ttsim", "model", "harness", "fixtures", "hil", "bench", "tests"):
         for path in sorted((ROOT / package).rglob("*.py")):
             if path == Path(__file__).resolve():
                 continue  # its own examples
@@ -43,4 +43,4 @@ def test_every_path_a_comment_names_exists():
 def test_the_scan_finds_paths_and_would_catch_a_stale_one():
     found = {named for _, _, named in named_paths()}
     assert "docs/fidelity.md" in found and len(found) > 20
-    assert PATH.findall("see fixtures/plugin.py and models/tt_transformers/tt/generator.py") == ["fixtures/plugin.py"]
+    assert PATH.findall("see harness/system.py and models/tt_transformers/tt/generator.py") == ["harness/system.py"]

@@ -1,8 +1,14 @@
-"""The layering holds: no import cycle between packages or between modules, and the
-packages import one way: fixtures (the composition root) -> model, hil and ttsim; model and
-hil import no other package of ours (model is handed its ttnn-like module). Inside fixtures,
-the entry points (cli, vllm, plugin) sit above the root and its engine, and the subpackages
-import one way."""
+"""The layering holds: no import cycle between packages or between modules, and the packages
+import one way: fixtures (the pytest plugin) -> harness (the composition root and what drives
+it) -> model, hil and ttsim; model and hil import no other package of ours (model is handed
+its ttnn-like module).
+
+Inside harness, one floor per folder: ``harness.base`` (the shared vocabulary: settings, the
+run specification, errors, seeds, records) at the bottom, ``harness.engine`` (vLLM's engine
+parts) on it, the composition root's own modules (harness/*.py) above them, ``harness.sweep``,
+``harness.vllm`` and ``harness.snapshots`` on the root, and ``harness.commands`` (the `ttsim`
+command and its bodies) on top. No folder imports one above it, so with the root counted as
+one node the folders form no circle."""
 
 from __future__ import annotations
 
@@ -14,9 +20,31 @@ from imports import cycles, edges, modules, package_of
 ALLOWED = {
     "ttsim": set(),
     "model": set(),  # it is handed its ttnn-like module; it never names ttsim or ttnn
-    "hil": set(),  # the hardware target imports neither torch-side packages nor fixtures
-    "fixtures": {"ttsim", "model", "hil"},  # the composition root chooses the backend
+    "hil": set(),  # the hardware target imports neither torch-side packages nor harness
+    "harness": {"ttsim", "model", "hil"},  # the composition root chooses the backend
+    "fixtures": {"harness", "ttsim", "model", "hil"},  # the pytest plugin builds on the harness
 }
+
+#: harness's folders, bottom up, and what each may import of harness ("root": harness/*.py)
+FLOORS = {
+    "base": {"base"},
+    "engine": {"base", "engine"},
+    "root": {"base", "engine", "root"},
+    "sweep": {"base", "engine", "root", "sweep"},
+    "vllm": {"base", "engine", "root", "vllm"},
+    "snapshots": {"base", "snapshots"},
+    "commands": {"base", "engine", "root", "sweep", "vllm", "snapshots", "commands"},
+}
+
+
+def floor_of(module: str) -> str:
+    """The harness folder a harness module stands in ("root": the package's own modules)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FLOORS and parts[1] != "root") else "root"
+
+
+def _harness_edges() -> dict[str, set[str]]:
+    return {m: {t for t in ts if t.startswith("harness")} for m, ts in edges().items() if m.startswith("harness")}
 
 
 def test_no_module_import_cycle():
@@ -30,39 +58,37 @@ def test_packages_import_one_way():
     assert not bad, "\n".join(bad)
 
 
-#: the entry points into fixtures: the CLI, the `vllm serve` plugin and the pytest plugin
-ENTRY_POINTS = ("fixtures.cli", "fixtures.vllm", "fixtures.plugin")
-#: the subpackages of fixtures, each one node of the package graph
-SUBPACKAGES = ("fixtures.engine", "fixtures.sweep", "fixtures.vllm", "fixtures.plugin")
+def test_every_harness_module_stands_on_a_known_floor():
+    assert {floor_of(m) for m in modules() if m.startswith("harness.")} <= set(FLOORS)
 
 
-def _under(module: str, prefixes) -> str | None:
-    return next((p for p in prefixes if module == p or module.startswith(p + ".")), None)
-
-
-def test_nothing_below_the_entry_points_imports_them():
-    """The composition root (fixtures.system and what it builds on, fixtures.engine included)
-    is imported by the entry points, never the reverse."""
-    bad = sorted(f"{m} imports {t}" for m, ts in edges().items() if m.startswith("fixtures")
-                 for t in ts if _under(t, ENTRY_POINTS) and _under(t, ENTRY_POINTS) != _under(m, ENTRY_POINTS))
+def test_harness_folders_import_only_downwards():
+    bad = sorted(f"{m} ({floor_of(m)}) imports {t} ({floor_of(t)})" for m, ts in _harness_edges().items()
+                 for t in ts if t != "harness" and floor_of(t) not in FLOORS[floor_of(m)])
     assert not bad, "\n".join(bad)
 
 
-def test_the_subpackages_of_fixtures_form_no_cycle():
-    """Each subpackage is one node (its modules' imports together); fixtures' own modules stay nodes."""
+def test_the_root_and_its_folders_form_no_cycle():
+    """Each folder one node, the root's own modules together one node: no circle."""
     graph: dict[str, set[str]] = {}
-    for m, ts in edges().items():
-        if m.startswith("fixtures"):
-            node = _under(m, SUBPACKAGES) or m
-            graph.setdefault(node, set()).update(
-                _under(t, SUBPACKAGES) or t for t in ts if t.startswith("fixtures") and (_under(t, SUBPACKAGES) or t) != node)
+    for m, ts in _harness_edges().items():
+        graph.setdefault(floor_of(m), set()).update(floor_of(t) for t in ts if t != "harness")
+    for node, targets in graph.items():
+        targets.discard(node)
     found = cycles(graph)
-    assert not found, "cycles between fixtures' subpackages:\n" + "\n".join(" <-> ".join(c) for c in found)
+    assert not found, "cycles between harness's folders:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-def test_the_vllm_plugin_is_part_of_fixtures():
+@pytest.mark.parametrize("module, floor", [("harness.system", "root"), ("harness.base.spec", "base"),
+                                           ("harness.commands.cli", "commands"), ("harness.vllm", "vllm"),
+                                           ("harness.engine.config", "engine")])
+def test_floor_of(module, floor):
+    assert floor_of(module) == floor
+
+
+def test_the_vllm_plugin_is_part_of_harness():
     mods = modules()
-    assert "fixtures.vllm.worker" in mods and not any(m.startswith("ttsim_vllm") for m in mods)
+    assert "harness.vllm.worker" in mods and not any(m.startswith("ttsim_vllm") for m in mods)
 
 
 @pytest.mark.parametrize("graph, want", [

@@ -27,7 +27,7 @@ def _report(path, seed_start: int, seeds: int, index: int, count: int, failed: i
 
 
 def _run_in_fresh_process(argv: list[str], tmp_path) -> tuple[int, list[str], str]:
-    code = ("import json, sys; from fixtures.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import json, sys; from harness.commands.cli import main; rc = main(sys.argv[1:]); "
             f"print('MODULES', json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     p = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={"PATH": "/usr/bin:/bin", "TTSIM_RUNS_DIR": str(tmp_path / "runs")})
@@ -70,8 +70,8 @@ def test_scenario_list_and_its_refusals_import_neither_torch_nor_vllm(tmp_path):
 def test_the_heavy_commands_do_import_torch(argv, tmp_path):
     """The check can fail: a command that runs the device imports torch (stopped at bad input
     after parsing would not, so these run a unit of real work... here only the import is asked)."""
-    code = ("import sys, importlib; from fixtures.cli import build_parser; args = build_parser().parse_args(sys.argv[1:]); "
-            "importlib.import_module({'replay': 'fixtures.scenario', 'arms': 'fixtures.sweep.arms'}[sys.argv[1]]); "
+    code = ("import sys, importlib; from harness.commands.cli import build_parser; args = build_parser().parse_args(sys.argv[1:]); "
+            "importlib.import_module({'replay': 'harness.scenario', 'arms': 'harness.sweep.arms'}[sys.argv[1]]); "
             "print('torch' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.stdout.strip() == "True", p.stderr[-2000:]

@@ -10,7 +10,7 @@ import sys
 from imports import ROOT, modules
 
 #: the modules allowed to read or write os.environ / os.getenv (settings modules, the CLI)
-ALLOWED = {"ttsim.settings", "model.settings", "fixtures.settings", "hil.settings", "fixtures.cli"}
+ALLOWED = {"ttsim.settings", "model.settings", "harness.base.settings", "hil.settings", "harness.commands.cli"}
 
 
 def _touches_environ(tree: ast.AST) -> bool:
@@ -42,8 +42,8 @@ def test_the_scan_sees_each_spelling():
 
 def test_importing_the_packages_writes_no_environment_variable():
     code = ("import os; before = dict(os.environ); "
-            "import ttsim, model.serving, model.generator, fixtures.system, fixtures.scenario, fixtures.cli, "
-            "fixtures.engine.config, hil.discovery; "
+            "import ttsim, model.serving, model.generator, harness.system, harness.scenario, harness.commands.cli, "
+            "harness.engine.config, hil.discovery; "
             "print(sorted(set(os.environ.items()) ^ set(before.items())))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

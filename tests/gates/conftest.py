@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import served
+from harness import served
 from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED
@@ -36,7 +36,7 @@ def endpoint(request) -> str | None:
 @pytest.fixture(scope="session")
 def model_dirs(tmp_path_factory):
     """The generated model directory of each sim model, written once per session."""
-    from fixtures.engine import modeldir
+    from harness.engine import modeldir
 
     dirs: dict[str, str] = {}
 
@@ -49,11 +49,11 @@ def model_dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def sim_servers(tmp_path_factory, model_dirs):
+def sim_servers(tmp_path_factory, model_dirs, pytestconfig):
     """Start-once sim servers by (model, arm); "treatment" = production's fixes (the defaults),
     "control" = production's fixes off, "legacy" = the treatment with QWEN36_SDPA_STREAMING=0
     (the model's legacy prefill: no banner). Reaped at session end."""
-    from fixtures.vllm import server as S
+    from harness.vllm import server as S
 
     started: dict[tuple[str, str], S.Server] = {}
 
@@ -61,7 +61,7 @@ def sim_servers(tmp_path_factory, model_dirs):
         key = (model, arm)
         if key not in started:
             env = {"TTSIM_SEED": str(GATE_SEED), "QWEN36_SDPA_STREAMING": "0" if arm == "legacy" else "1",
-                   **(CONTROL_ENV if arm == "control" else {}), **_user_generator_env()}
+                   **(CONTROL_ENV if arm == "control" else {}), **_user_generator_env(pytestconfig)}
             log = tmp_path_factory.mktemp(f"server-{model}-{arm}") / "vllm-serve.log"
             try:
                 started[key] = S.start(model_dirs(model), log, env=env)
@@ -74,13 +74,13 @@ def sim_servers(tmp_path_factory, model_dirs):
         s.stop()
 
 
-def _user_generator_env() -> dict[str, str]:
+def _user_generator_env(config) -> dict[str, str]:
     """--generator: the served worker runs the session's generator too."""
-    from fixtures.settings import generator_env
-    from fixtures.system import user_generator
+    from fixtures.state import GENERATOR
+    from harness.base.settings import generator_env
 
-    user = user_generator()
-    return generator_env(user.spec.text, user.spec.tt_metal) if user is not None else {}
+    spec = config.stash.get(GENERATOR, None)
+    return generator_env(spec.text, spec.tt_metal) if spec is not None else {}
 
 
 def _target(request, endpoint, sim_servers, model: str, arm: str = "treatment") -> gates.GateTarget:

@@ -21,8 +21,8 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 from gate_seeds import CONTROL_ENV, stage3_requests  # noqa: E402
 
 from hil import gates  # noqa: E402
-from fixtures.engine import modeldir  # noqa: E402
-from fixtures.vllm import server  # noqa: E402
+from harness.engine import modeldir  # noqa: E402
+from harness.vllm import server  # noqa: E402
 
 
 def run(seed: int, arm: str, model_dir: str, log: Path, knobs: str) -> list[str]:

@@ -30,7 +30,7 @@ def stage3_rate(reports) -> dict:
     """The concurrent-equals-serial check over repeated stage-3 reports: failed requests of all
     repeats, their rate and 95% Wilson interval (one repetition cannot separate an arm's defect
     from the baseline rate)."""
-    from fixtures.stats import wilson
+    from harness.base.stats import wilson
 
     checks = [next(c for c in r.checks if c["check"] == "concurrent-equals-serial") for r in reports]
     failed = sum(len(c["failed_requests"]) for c in checks)
@@ -44,7 +44,7 @@ def stage3_rate(reports) -> dict:
 def stage3_requests(seed: int):
     """Production's stage-3 shape from the seeded workload: 32 text prompts (their byte
     lengths collide with earlier requests' final positions where the seed's knobs say so)."""
-    from fixtures.workloads import stage3
+    from harness.workloads import stage3
     from hil.gates import GateRequest
 
     return [GateRequest(r.request_id, bytes(r.prompt).decode("utf-8"), r.max_tokens) for r in stage3(seed).requests]
@@ -58,7 +58,7 @@ ANSWER_CHECKS = {"concurrent-equals-serial": 32, "determinism": 32, "batch-invar
 def wrong_answer_rate(reports) -> dict:
     """Every answer stage 3 judged over the repeats, and how many were wrong (a failing answer
     check's detail names one wrong answer per "; " entry), with the 95% Wilson interval."""
-    from fixtures.stats import wilson
+    from harness.base.stats import wilson
 
     wrong = judged = 0
     for r in reports:

@@ -157,7 +157,7 @@ def test_answers_differ_by_token_ids_even_when_their_text_is_the_same():
 def test_stage3_rate_counts_failed_requests_over_repeats_with_a_wilson_interval():
     from gate_seeds import stage3_rate
 
-    from fixtures.stats import wilson
+    from harness.base.stats import wilson
 
     reports = []
     for failed in (["req-11"], [], ["req-11", "req-16"]):
@@ -173,7 +173,7 @@ def test_stage3_rate_counts_failed_requests_over_repeats_with_a_wilson_interval(
 def test_the_wrong_answer_rate_counts_every_answer_check_and_nothing_else():
     from gate_seeds import in_process_rate, wrong_answer_rate
 
-    from fixtures.stats import wilson
+    from harness.base.stats import wilson
 
     r = gates.GateReport("stage3", "sim")
     r.check("concurrent-equals-serial", False, "req-11: expected a got b; req-16: expected c got d",

@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from fixtures.engine import modeldir
-from fixtures.vllm import register_platform
-from fixtures.settings import read_start_env
+from harness.engine import modeldir
+from harness.vllm import register_platform
+from harness.base.settings import read_start_env
 
 
 def test_platform_activates_only_when_asked(monkeypatch):
     monkeypatch.delenv("TTSIM_VLLM_PLATFORM", raising=False)
     assert register_platform() is None  # the in-process sweeps keep vLLM's unspecified platform
     monkeypatch.setenv("TTSIM_VLLM_PLATFORM", "1")
-    assert register_platform() == "fixtures.vllm.platform.TtsimPlatform"
+    assert register_platform() == "harness.vllm.platform.TtsimPlatform"
 
 
 @pytest.mark.parametrize("var,value", [("QWEN36_PREFILLED_SLOTS_FIX", "yes"), ("QWEN36_MERGE_BATCH_GUARD", "2"),
@@ -62,7 +62,7 @@ def test_unknown_model_dir_is_a_clear_error(tmp_path):
 
 
 def test_cli_serve_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     assert main(["serve", "--model-dir", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
@@ -78,7 +78,7 @@ def test_the_worker_refuses_to_start_on_a_bad_flag_naming_it(monkeypatch):
     """The worker itself (what `vllm serve` runs at engine start), not the CLI's pre-check:
     it reads the flags before opening the device and refuses, naming the variable. (A full
     `vllm serve` refusing costs a server start-up, ~25 s here; this is the same call.)"""
-    from fixtures.vllm.worker import TtsimWorker
+    from harness.vllm.worker import TtsimWorker
 
     worker = object.__new__(TtsimWorker)  # init_device reads the env before any vLLM config
     monkeypatch.setenv("QWEN36_MERGE_BATCH_GUARD", "maybe")
@@ -91,7 +91,7 @@ def test_requests_the_device_cannot_serve_are_client_errors_naming_the_parameter
     from vllm.exceptions import VLLMValidationError
     from vllm.sampling_params import SamplingParams
 
-    from fixtures.vllm.platform import TtsimPlatform
+    from harness.vllm.platform import TtsimPlatform
 
     TtsimPlatform.validate_request(None, SamplingParams(temperature=0.0, max_tokens=4))
     with pytest.raises(VLLMValidationError) as exc:
@@ -114,7 +114,7 @@ def no_vllm(monkeypatch):
 
 
 def _one_line_exit_2(capsys, argv: list[str]) -> str:
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -145,7 +145,7 @@ def test_cli_serve_refuses_an_unwritable_model_directory_before_vllm_starts(tmp_
 
     (tmp_path / "a-file").write_text("")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "a-file" / "tmp"))
-    from fixtures.vllm.server import free_port
+    from harness.vllm.server import free_port
 
     err = _one_line_exit_2(capsys, ["serve", "--port", str(free_port())])
     assert f"cannot write the model directory under {tmp_path / 'a-file' / 'tmp'}" in err

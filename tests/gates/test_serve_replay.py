@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.cli import main
+from harness.commands.cli import main
 
 # a recorded run of ttsim's own generator: it judges no user's (skipped under --generator)
 pytestmark = pytest.mark.our_generator
@@ -114,9 +114,9 @@ def test_a_gap_in_the_records_is_reported_not_waited_for(tmp_path, capsys):
 
 
 def test_the_replays_engine_has_the_served_engines_settings():
-    """What the server's command line (fixtures/vllm/server.py) sets is what the replay builds."""
-    from fixtures.vllm.rerun import _engine_config
-    from fixtures.vllm.server import SERVE_ARGS
+    """What the server's command line (harness/vllm/server.py) sets is what the replay builds."""
+    from harness.vllm.rerun import _engine_config
+    from harness.vllm.server import SERVE_ARGS
 
     def given(flag: str):
         i = SERVE_ARGS.index(flag)
@@ -133,7 +133,7 @@ def test_the_replays_engine_has_the_served_engines_settings():
 
 def test_a_failing_gate_test_prints_how_to_read_and_replay_its_served_run():
     """tests/gates/conftest.py appends this to a failing test against a sim server."""
-    from fixtures.served import replay_commands
+    from harness.served import replay_commands
 
     log = ("INFO 12-03 20:21:27 [api_server.py] vLLM API server version 0.33.0\n"
            "(ttsim) INFO ttsim records: /runs/serve/20261203T202127-31833\n"
@@ -147,25 +147,21 @@ def test_a_failing_gate_test_prints_how_to_read_and_replay_its_served_run():
 GENERATORS = Path(__file__).parents[1] / "generators" / "qwen36_style.py"
 
 
-def test_a_replay_runs_the_runs_generator_and_leaves_the_callers_in_force(tmp_path):
-    """The generator that served the run serves its replay (ours here, though the caller has
-    another in force; a user's when run.json names it), and the caller's is back afterwards."""
-    from fixtures import loader
-    from fixtures.system import generator_in_force, user_generator
-    from fixtures.vllm.rerun import compare, rerun
+def test_a_replay_runs_the_runs_generator_and_leaves_no_ttnn_alias(tmp_path):
+    """The generator that served the run serves its replay: ours, unless run.json names a user's
+    (which then raises here in its first decode); the worker's ttnn alias goes with it."""
+    import sys
+
+    from harness.vllm.rerun import compare, rerun
 
     recorded = [json.loads(line) for line in (RUN / "requests.jsonl").read_text().splitlines()]
-    with generator_in_force(loader.parse(f"{GENERATORS}:exploding_generator")) as callers:
-        _, replayed = rerun(str(RUN))  # the caller's generator would raise in its first decode
-        assert compare(recorded, replayed) == []
-        assert user_generator() is callers
-        theirs = tmp_path / "theirs"
-        shutil.copytree(RUN, theirs)
-        meta = json.loads((theirs / "run.json").read_text())
-        (theirs / "run.json").write_text(json.dumps({**meta, "generator": {
-            "spec": f"{GENERATORS}:exploding_generator", "tt_metal": None}}))
-        with generator_in_force(None):
-            with pytest.raises(RuntimeError, match="device hung in decode"):
-                rerun(str(theirs))
-            assert user_generator() is None
-        assert user_generator() is callers
+    _, replayed = rerun(str(RUN))
+    assert compare(recorded, replayed) == []
+    theirs = tmp_path / "theirs"
+    shutil.copytree(RUN, theirs)
+    meta = json.loads((theirs / "run.json").read_text())
+    (theirs / "run.json").write_text(json.dumps({**meta, "generator": {
+        "spec": f"{GENERATORS}:exploding_generator", "tt_metal": None}}))
+    with pytest.raises(RuntimeError, match="device hung in decode"):
+        rerun(str(theirs))
+    assert "ttnn" not in sys.modules

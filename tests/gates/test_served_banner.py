@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 
+from harness.base.spec import RunSpec
 import pytest
 
 from hil import gates
@@ -21,9 +22,9 @@ from gate_seeds import GATE_SEED
 
 def _served_log(monkeypatch, value: str | None) -> str:
     """What the worker's log handler writes while the served model is built (model tiny)."""
-    from fixtures.system import System
-    from fixtures.workloads import FaultKnobs
-    from fixtures.vllm import worker
+    from harness.system import System
+    from harness.workloads import FaultKnobs
+    from harness.vllm import worker
 
     if value is None:
         monkeypatch.delenv("QWEN36_SDPA_STREAMING", raising=False)
@@ -33,7 +34,7 @@ def _served_log(monkeypatch, value: str | None) -> str:
     buf = io.StringIO()
     old = handler.setStream(buf)
     try:
-        System(GATE_SEED, FaultKnobs(), model="tiny").close()
+        System(RunSpec(seed=GATE_SEED, model="tiny"), FaultKnobs()).close()
     finally:
         handler.setStream(old)
     return buf.getvalue()
@@ -72,7 +73,7 @@ def test_the_workers_log_lines_outlive_the_stream_it_was_first_imported_under():
 
     code = ("import io, sys\n"
             "sys.stderr = io.StringIO()\n"
-            "from fixtures.vllm import worker\n"
+            "from harness.vllm import worker\n"
             "sys.stderr.close(); sys.stderr = sys.__stderr__\n"
             "worker.log.info('after the capture closed')\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import served
+from harness import served
 from hil import gates
 
 from gate_seeds import CONTROL_ENV, GATE_SEED, stage3_requests
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 def _served_answers(model_dir: str, tmp_path, name: str, env: dict) -> tuple[dict, list[dict], Path]:
     """Stage 3's 32 requests, one at a time and then in order at concurrency 16, against a
     fresh server (the seed's swarm knobs, the plugin's steps; ``env``: the fix flags)."""
-    from fixtures.vllm import server as S
+    from harness.vllm import server as S
 
     runs = tmp_path / f"runs-{name}"
     s = S.start(model_dir, tmp_path / f"{name}.log", env={"TTSIM_SEED": str(GATE_SEED), "TTSIM_RUNS_DIR": str(runs), **env})
@@ -59,7 +59,7 @@ def _check_records(records: list[dict], answers: dict) -> None:
 
 def _replays(run_dir) -> None:
     """The run again in process on its recorded admission schedule: every answer and step repeats."""
-    from fixtures.vllm.rerun import compare, rerun
+    from harness.vllm.rerun import compare, rerun
 
     recorded = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     _, replayed = rerun(str(run_dir))

@@ -1,5 +1,5 @@
 """The served engine's steps without HTTP: the scheduler class the platform plugin chooses, and
-the worker (fixtures/vllm/worker.py) driven through its own execute_model/sample_tokens with
+the worker (harness/vllm/worker.py) driven through its own execute_model/sample_tokens with
 that scheduler's real output, as vLLM's EngineCore drives it (model.serving.Engine re-enacts
 EngineCore's batch queue)."""
 
@@ -19,18 +19,18 @@ def runs_dir(tmp_path, monkeypatch):
 def _config(additional: dict):
     """A fresh vLLM config of the sweep model, as `vllm serve` would hand the platform (a shorter
     context, no prefix caching)."""
-    from fixtures.vllm.rerun import served_config
+    from harness.vllm.rerun import served_config
 
     return served_config("markov", additional, max_len=MAX_LEN, prefix_caching=False)
 
 
-@pytest.mark.parametrize("policy,cls", [(None, "fixtures.engine.scheduler.PhasedScheduler"),
-                                        ("phased", "fixtures.engine.scheduler.PhasedScheduler"),
+@pytest.mark.parametrize("policy,cls", [(None, "harness.engine.scheduler.PhasedScheduler"),
+                                        ("phased", "harness.engine.scheduler.PhasedScheduler"),
                                         ("mixed", None)])
 def test_the_platform_sets_the_plugins_scheduler_by_default(policy, cls):
     from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
-    from fixtures.engine.scheduler import PhasedScheduler
+    from harness.engine.scheduler import PhasedScheduler
 
     cfg = _config({} if policy is None else {"step_policy": policy})
     assert cfg.scheduler_config.scheduler_cls == cls
@@ -43,10 +43,12 @@ def test_an_unknown_step_policy_is_refused_naming_the_key():
 
 
 def test_serve_passes_only_the_settings_that_differ_from_the_workers_defaults():
-    from fixtures.vllm.server import additional_config
+    from harness.vllm.server import additional_config
 
-    assert additional_config(mesh_cols=1, step_policy="phased") == ()
-    assert additional_config(mesh_cols=2, step_policy="mixed") == (
+    from harness.base.spec import MIXED, PHASED
+
+    assert additional_config(mesh_cols=1, step_policy=PHASED) == ()
+    assert additional_config(mesh_cols=2, step_policy=MIXED) == (
         "--additional-config", '{"mesh_cols": 2, "step_policy": "mixed"}')
 
 
@@ -54,12 +56,11 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
     """The worker on the sweep model, fed by the scheduler the platform chose; returns the
     generator calls of each engine step, the requests, every request's answer as vLLM's
     scheduler returned it, and the worker's records folder."""
-    from fixtures.engine.config import make_scheduler
-    from fixtures.system import BLOCK_SIZE, MAX_SLOTS, NUM_BLOCKS, model_config
-    from fixtures.vllm.rerun import engine_for
-    from fixtures.vllm.server import MAX_BATCHED
-    from fixtures.vllm.worker import TtsimWorker
-    from fixtures.workloads import stage3
+    from harness.base.spec import RunSpec, step_policy
+    from harness.system import make_scheduler
+    from harness.vllm.rerun import engine_for
+    from harness.vllm.worker import TtsimWorker
+    from harness.workloads import stage3
     from vllm import SamplingParams
     from vllm.v1.request import Request
 
@@ -94,8 +95,7 @@ def _serve_in_process(policy: str, monkeypatch, env: dict | None = None, n: int 
             return real_execute(so)
 
         worker.execute_model = execute
-        sched = make_scheduler("markov", model_config("markov"), num_blocks=NUM_BLOCKS, max_batched=MAX_BATCHED,
-                               max_slots=MAX_SLOTS, block_size=BLOCK_SIZE, step_policy=policy)
+        sched = make_scheduler(RunSpec(step_policy=step_policy(policy)))
         assert type(sched) is cfg.scheduler_config.get_scheduler_cls()  # the class the served engine builds
         engine = engine_for(worker, sched)
         requests = stage3(29).requests[:n]
@@ -170,8 +170,8 @@ def test_the_served_records_hold_every_answer_and_its_verdict(control_run):
 def test_serve_explain_names_a_divergent_requests_merges_class_and_replay(control_run, capsys):
     import json
 
-    from fixtures.cli import main
-    from fixtures.replay import report
+    from harness.commands.cli import main
+    from harness.replay import report
 
     _, _, _, run_dir = control_run
     recs = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
@@ -205,7 +205,7 @@ def test_serve_explain_names_a_divergent_requests_merges_class_and_replay(contro
     (["serve-explain", "{run}", "req-999"], "no finished request 'req-999' in"),
 ])
 def test_serve_explain_refuses_bad_input_in_one_line(control_run, capsys, argv, message):
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     argv = [a.replace("{run}", str(control_run[3])) for a in argv]
     assert main(argv) == 2
@@ -214,14 +214,14 @@ def test_serve_explain_refuses_bad_input_in_one_line(control_run, capsys, argv, 
 
 
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path, capsys):
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     assert main(["serve-explain", str(tmp_path)]) == 2
     assert "is not a served run folder (no run.json)" in capsys.readouterr().err
 
 
 def test_a_request_is_found_by_the_ids_its_client_knows():
-    from fixtures.served import aliases
+    from harness.served import aliases
 
     names = aliases("cmpl-concurrent-req-11-0-1a2b3c4d")  # vLLM's engine id of request_id "concurrent-req-11"
     assert {"cmpl-concurrent-req-11-0", "cmpl-concurrent-req-11", "concurrent-req-11"} <= names

@@ -1,8 +1,8 @@
 """A server ends with the session that started it, however the session ends (SIGKILL too).
 
 Each case starts a *session* (a Python process starting a server through the suite's own
-code path: ``fixtures.vllm.server.start``, as the gate fixtures do, or ``bin/ttsim serve``'s
-``fixtures.cli.main``), waits until the server answers, SIGKILLs the session as a CI
+code path: ``harness.vllm.server.start``, as the gate fixtures do, or ``bin/ttsim serve``'s
+``harness.commands.cli.main``), waits until the server answers, SIGKILLs the session as a CI
 timeout or an OOM kill would, and asserts that within a deadline no live process of the
 server's process group remains (API server and engine core) and its port is free. Most use
 ``fake_serve.py`` (vLLM's process shape: an API server that forks an engine core) to take
@@ -36,7 +36,7 @@ GONE_WITHIN_S = 30.0  # the watcher's SIGTERM grace is 10 s; a fake or vLLM stop
 START_SESSION = textwrap.dedent("""
     import json, sys, threading, time
     from pathlib import Path
-    from fixtures.vllm import server as S
+    from harness.vllm import server as S
     fake, log, in_thread = sys.argv[1] == "1", Path(sys.argv[2]), sys.argv[3] == "1"
     extra = ()
     if fake:
@@ -44,7 +44,7 @@ START_SESSION = textwrap.dedent("""
         S.plugin_installed = lambda: True
         model_dir = "unused"
     else:
-        from fixtures.engine import modeldir
+        from harness.engine import modeldir
         model_dir = modeldir.write(str(log.parent / "model"), "markov")
         extra = ("--additional-config", '{"knobs": "quiet"}')
     started = []
@@ -61,10 +61,10 @@ START_SESSION = textwrap.dedent("""
 # `bin/ttsim serve` (its main, as bin/ttsim execs it) with fake_serve.py as vLLM
 CLI_SESSION = textwrap.dedent("""
     import sys
-    from fixtures.vllm import server as S
+    from harness.vllm import server as S
     S.serve_command = lambda model_dir, port, extra=(): [sys.executable, sys.argv[1], str(port)]
     S.plugin_installed = lambda: True
-    from fixtures.cli import main
+    from harness.commands.cli import main
     sys.exit(main(["serve", "--port", sys.argv[2], "--model-dir", sys.argv[3]]))
 """)
 
@@ -143,7 +143,7 @@ def _started(session: subprocess.Popen, tmp_path: Path, deadline_s: float) -> di
 
 @pytest.mark.parametrize("in_thread", [False, True], ids=["main-thread", "ended-thread"])
 def test_a_fixture_server_and_its_engine_core_die_with_a_killed_session(tmp_path, in_thread):
-    """The fixtures' path (fixtures.vllm.server.start). From a thread that has ended, PDEATHSIG
+    """The fixtures' path (harness.vllm.server.start). From a thread that has ended, PDEATHSIG
     (thread-scoped) is not used; the watcher alone must do it."""
     session = _session([START_SESSION, "1", str(tmp_path / "serve.log"), "1" if in_thread else "0", str(FAKE)],
                        tmp_path)
@@ -163,8 +163,8 @@ def test_a_fixture_server_and_its_engine_core_die_with_a_killed_session(tmp_path
 
 
 def test_a_bin_ttsim_serve_server_and_its_engine_core_die_with_a_killed_cli(tmp_path):
-    from fixtures.engine import modeldir
-    from fixtures.vllm.server import free_port
+    from harness.engine import modeldir
+    from harness.vllm.server import free_port
 
     port = free_port()
     session = _session([CLI_SESSION, str(FAKE), str(port), modeldir.write(str(tmp_path / "m"), "markov")],
@@ -187,7 +187,7 @@ def test_a_stopped_server_releases_its_watcher_and_a_server_outlives_the_thread_
     """A normal stop leaves no watcher behind (it must not signal a group id later reused);
     and a server started from a short-lived thread is not taken down when that thread ends
     (what an unconditional PDEATHSIG would do)."""
-    from fixtures.vllm import server as S
+    from harness.vllm import server as S
 
     monkeypatch.setenv("FAKE_SERVE_INFO", str(tmp_path / "fake-serve.json"))
     monkeypatch.setattr(S, "serve_command", lambda model_dir, port, extra=(): [sys.executable, str(FAKE), str(port)])

@@ -1,4 +1,4 @@
-"""Our generator with one of issue 35's garbage routes forced, the bytes put where a trace
+"""Our generator with one of the public garbage routes forced, the bytes put where a trace
 scratch overlapping a decode input would leave them. What the sweep, the replay and the
 classifier make of the result is what the tests check, not how the garbage got there.
 

@@ -15,7 +15,7 @@ regression in a user's generator).
 
 import torch
 
-import ttnn  # ttsim under the suite, the real ttnn with --hil (fixtures.loader)
+import ttnn  # ttsim under the suite, the real ttnn with --hil (harness.loader)
 
 from model.flags import ALL_FLAGS
 from model.generator import Generator

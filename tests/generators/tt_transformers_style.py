@@ -55,7 +55,7 @@ from dataclasses import asdict
 
 import torch
 
-import ttnn  # ttsim under the suite, the real ttnn with --hil (fixtures.loader)
+import ttnn  # ttsim under the suite, the real ttnn with --hil (harness.loader)
 
 from model.merge_events import MergeEvent, MergeInputs, MergeRow
 from model.merge_rule import decide_merge

@@ -1,4 +1,4 @@
-"""The backend carries the seed (fixtures.system): the simulator's opens its meshes seeded and under
+"""The backend carries the seed (harness.system): the simulator's opens its meshes seeded and under
 the seed's device knobs; the cards' sets nothing, so a workload run on cards never imports ttsim.
 The card run goes to tests/hil/fake_ttnn, whose simulator is a private copy (not ``ttsim``)."""
 
@@ -11,18 +11,20 @@ import sys
 import pytest
 
 import ttsim
-from fixtures.system import CardBackend, SimBackend, choose_backend
-from fixtures.workloads import FaultKnobs
+from harness.base.spec import RunSpec
+from harness.system import CardBackend, SimBackend, choose_backend
+from harness.workloads import FaultKnobs
 from hil_helpers import FAKE_TTNN, ROOT, clean_env
 
 #: one seed of the sweep, two arms, on the backend the child chooses; what it imported afterwards
 RUN_A_SEED = """
 import json, sys
-from fixtures.sweep.arms import run_seed
-from fixtures.system import choose_backend
+from harness.base.spec import RunSpec
+from harness.sweep.arms import run_seed
+from harness.system import choose_backend
 
 backend = choose_backend(hil=sys.argv[1] == "hil", probe=False)
-results = run_seed(3, ["control", "all"], "markov", backend)
+results = run_seed(RunSpec(seed=3, backend=backend), ["control", "all"])
 print("RESULT " + json.dumps({
     "backend": type(backend).__name__, "ttnn": getattr(backend.ttnn, "__version__", backend.ttnn.__name__),
     "verdicts": {arm: [[v.request_id, v.expected, len(v.got)] for v in r.verdicts] for arm, r in results},
@@ -58,7 +60,7 @@ def test_a_workload_on_the_cards_backend_never_imports_ttsim(runs):
 def test_ttsim_arms_hil_never_imports_ttsim(tmp_path):
     """The user's path, in a fresh process: `ttsim arms --hil` probes the stand-in cards, sweeps a
     seed on them and writes its report, and the simulator package is never imported."""
-    code = ("import json, sys; from fixtures.cli import main; "
+    code = ("import json, sys; from harness.commands.cli import main; "
             "rc = main(['arms', '--hil', '--arms', 'all', '--seeds', '1', '--json', sys.argv[1]]); "
             "print('RESULT ' + json.dumps([rc, sorted(m for m in sys.modules if m.split('.')[0] == 'ttsim')]))")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "hw.json")], cwd=ROOT, capture_output=True,
@@ -71,7 +73,7 @@ def test_ttsim_arms_hil_never_imports_ttsim(tmp_path):
 
 
 def test_the_same_seed_is_the_same_workload_on_both_backends(runs):
-    """The prompts and their answers come from the seed (fixtures.seeds), not from the backend; the
+    """The prompts and their answers come from the seed (harness.base.seeds), not from the backend; the
     simulator's run is the control of the check above: it does import ttsim."""
     (card, _), (sim, events) = runs["hil"], runs["sim"]
     assert sim["backend"] == "SimBackend" and "ttsim" in sim["ttsim"] and events == []
@@ -110,10 +112,10 @@ def test_the_card_backend_sets_neither_seed_nor_knobs():
 
 
 def test_a_system_opens_under_its_seed_and_knobs_whatever_ttsim_was_seeded_with():
-    from fixtures.system import System
+    from harness.system import System
 
     ttsim.set_seed(1)
-    system = System(5, FaultKnobs(readback_lag=0.125))
+    system = System(RunSpec(seed=5), FaultKnobs(readback_lag=0.125))
     try:
         assert ttsim.get_seed() == 5 and system.mesh.lag == 0.125
     finally:
@@ -123,12 +125,12 @@ def test_a_system_opens_under_its_seed_and_knobs_whatever_ttsim_was_seeded_with(
 def test_a_systems_fresh_memory_is_its_seeds_whatever_ttsim_held_before():
     """Never-written device memory holds the seed's junk (ttsim/seed.py's junk_bytes), so the
     bytes show which seed the mesh was opened under."""
-    from fixtures.system import System
+    from harness.system import System
 
     junk = []
     for ambient in (1, 2):
         ttsim.set_seed(ambient)
-        system = System(5, FaultKnobs())
+        system = System(RunSpec(seed=5), FaultKnobs())
         try:
             t = ttsim.allocate_tensor_on_device(ttsim.Shape([64]), ttsim.int32, ttsim.ROW_MAJOR_LAYOUT, system.mesh)
             junk.append(ttsim.to_torch(ttsim.get_device_tensors(t)[0]).tolist())

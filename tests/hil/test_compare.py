@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from fixtures.sweep.arms import wilson
-from fixtures.sweep.compare import overlap
+from harness.sweep.arms import wilson
+from harness.sweep.compare import overlap
 from hil_helpers import ROOT
 
 
@@ -20,8 +20,8 @@ def _report(path, backend, arms):
 
 
 def _cli(*args, capsys=None):
-    """The command line in-process (fixtures.cli.main), so a test pays no interpreter start."""
-    from fixtures import cli
+    """The command line in-process (harness.commands.cli.main), so a test pays no interpreter start."""
+    from harness.commands import cli
 
     rc = cli.main(["arms", "compare", *map(str, args)])
     out = capsys.readouterr()
@@ -36,7 +36,7 @@ def test_overlap_is_symmetric_and_closed():
 def test_two_sim_reports_side_by_side(tmp_path, capsys, monkeypatch):
     """A fresh sweep of the simulator against the committed 1000-seed sim report: rates are
     recomputed from the counts, shown with their Wilson intervals, and they overlap."""
-    from fixtures import cli
+    from harness.commands import cli
 
     monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
     fresh = tmp_path / "sim.json"
@@ -86,13 +86,13 @@ def test_bad_reports_exit_2_naming_the_file(tmp_path, capsys, content, message):
 def test_compare_command_line_exit_codes(tmp_path):
     """The real command (a subprocess): a missing file is bad input, exit 2, one line."""
     good = _report(tmp_path / "good.json", "ttsim", {"control": (1, 32)})
-    out = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "compare", str(good), str(tmp_path / "no.json")],
+    out = subprocess.run([sys.executable, "-m", "harness.commands.cli", "arms", "compare", str(good), str(tmp_path / "no.json")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.startswith("ttsim: error: cannot read") and "Traceback" not in out.stderr
 
 
 def test_arms_hil_fails_closed_in_the_project_venv(capsys):
-    from fixtures import cli
+    from harness.commands import cli
 
     assert cli.main(["arms", "--hil", "--arms", "control,all", "--seeds", "1"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
@@ -104,7 +104,7 @@ def test_arms_hil_writes_the_same_json_with_a_backend_field(tmp_path, monkeypatc
     """Against tests/hil/fake_ttnn (ttsim posing as the real package), in-process: the --hil path
     probes in a subprocess, selects the cards before ttnn is imported, runs in one process through
     the same scenario code, and labels its JSON."""
-    from fixtures import cli
+    from harness.commands import cli
     from hil_helpers import FAKE_TTNN
 
     for name in ("TT_VISIBLE_DEVICES", "TT_MESH_GRAPH_DESC_PATH", "TT_METAL_MOCK_CLUSTER_DESC_PATH"):

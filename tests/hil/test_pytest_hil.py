@@ -18,7 +18,7 @@ import pytest
 
 from hil_helpers import FAKE_TTNN, ROOT, clean_env, inner_pytest, run
 
-REFUSED = 6  # fixtures.plugin.hardware.EXIT_REFUSED
+REFUSED = 6  # fixtures.hardware.EXIT_REFUSED
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from fixtures.system import TRACED_DEVICE_PARAMS
+from harness.system import TRACED_DEVICE_PARAMS
 from model.config import TINY
 from model.pcc import comp_pcc
 from model.reference import ReferenceSession

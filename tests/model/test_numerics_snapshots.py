@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 import torch
 
-from fixtures.plugin.snapshots.numeric import Close, NumericSnapshotExtension, Pcc
+from harness.snapshots.numeric import Close, NumericSnapshotExtension, Pcc
 from model.config import TINY
 from model.pcc import pcc_value
 from model.reference import ReferenceSession

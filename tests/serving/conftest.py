@@ -34,7 +34,7 @@ def _fork_server(tmp_path_factory):
 def served(_fork_server):
     """A fork server up for this test, shared by a worker's tests (started at first use: it takes
     as long to start as a fresh command; again if it idled out): (client environment, server log,
-    socket). Real clients (`python -m fixtures.cli` with that environment) find it by its key; the
+    socket). Real clients (`python -m harness.commands.cli` with that environment) find it by its key; the
     log tells commands apart by argv, so a test gives its commands an argv of its own."""
     env, log, server = _fork_server
     return env, log, server.up()

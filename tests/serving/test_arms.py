@@ -1,21 +1,23 @@
-"""The three production defects, each reproduced from a named seed, with negative controls.
+"""The three production defects on OUR generator, each reproduced from a named seed, with
+negative controls.
 
-Each pinned seed was found by `bin/ttsim arms` (sweep model); a test runs the arm with the
-fix switched off and expects the failure of exactly that class, then the arm with the fix
-on and expects the request to pass. Replay any of them with the printed command.
+Each pinned seed was found by `bin/ttsim arms` (sweep model) for model.generator.Generator;
+a test runs the arm with the fix switched off and expects the failure of exactly that class,
+then the arm with the fix on and expects the request to pass. Replay any of them with the
+printed command. Another generator issues other device commands, so these seeds say nothing
+about it: under --generator these tests are skipped, and the user's generator is judged by
+the incident replays (test_incidents.py) and the fixes' rates (test_fix_rates.py).
 """
 
 import dataclasses
 
 import pytest
 
-from fixtures import scenario
-from fixtures.sweep.arms import replay_command
-from fixtures.system import honoured_flags, user_generator
-from fixtures.workloads import stage3
-from model.flags import AS_IS, arm_flags, unhonoured
+from harness import scenario
+from harness.base.spec import RunSpec
+from harness.workloads import stage3
 
-pytestmark = pytest.mark.needs_fault_injection
+pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
 # (defect class, seed, failing request, arm without the fix, arm with it)
 # under the production step policy (phased) and upstream's mechanisms
@@ -32,83 +34,49 @@ PINNED = [
 
 
 def _run(seed: int, arm: str, **kw) -> scenario.ScenarioResult:
-    workload = stage3(seed)
-    return scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed), **kw)
+    workload, spec = stage3(seed), RunSpec(seed=seed)
+    return scenario.run_scenario(workload, arm, spec, expected=scenario.serial_answers(workload, spec), **kw)
+
+
+def replay_command(arm: str, seed: int) -> str:
+    return RunSpec(seed=seed).replay_command(arm)
 
 
 @pytest.mark.parametrize("defect, seed, request_id, without_fix, with_fix", PINNED,
                          ids=[f"{p[0]}-seed{p[1]}" for p in PINNED])
 def test_defect_emerges_without_its_fix_and_not_with_it(defect, seed, request_id, without_fix, with_fix):
-    if unhonoured(without_fix, honoured_flags()) or unhonoured(with_fix, honoured_flags()):
-        # a generator that cannot switch these fixes (upstream's, a user's): it runs as it is,
-        # and a generator that has its fixes passes the seed where the defect emerges
-        result = _run(seed, AS_IS)
-        if arm_flags(with_fix).candidate:  # the residual production's own fixes leave
-            pytest.skip(f"seed {seed}: {defect} here is the residual of production's fixes, closed only by the "
-                        f"candidate {with_fix}; {AS_IS} failed {len(result.failed)} request(s)")
-        assert result.failed == [], (
-            f"seed {seed} arm {AS_IS}: {', '.join(f'{v.request_id} ({v.defect})' for v in result.failed)} "
-            f"failed where {defect} emerges without its fix; replay: {replay_command(AS_IS, seed, 'markov')}")
-        return
-    if user_generator() is not None:  # another generator's device commands differ from ours
-        seed, request_id = _pinned_for_this_generator(defect, seed, without_fix, with_fix)
     bad = _run(seed, without_fix)
     failed = {v.request_id: v.defect for v in bad.failed}
-    request_id = request_id or next(iter(failed), None)
     assert failed.get(request_id) == defect, (
         f"seed {seed} arm {without_fix}: expected {request_id} to fail with {defect}, got {failed}; "
-        f"replay: {replay_command(without_fix, seed, 'markov')}"
+        f"replay: {replay_command(without_fix, seed)}"
     )
     good = _run(seed, with_fix)
     still = {v.request_id: v for v in good.failed}
     assert request_id not in still, (
         f"seed {seed} arm {with_fix}: {request_id} still fails ({still[request_id].defect}: expected "
         f"{still[request_id].expected}, got {still[request_id].got}) with the fix on; "
-        f"replay: {replay_command(with_fix, seed, 'markov')}")
+        f"replay: {replay_command(with_fix, seed)}")
 
 
-#: where the suite looks for a user's generator's own pinned seed (after ours)
-SEARCH = range(0, 24)
-
-
-def _pinned_for_this_generator(defect: str, ours: int, without_fix: str, with_fix: str) -> tuple[int, str]:
-    """The first seed (ours first, then SEARCH) where ``without_fix`` fails a request with
-    ``defect`` and ``with_fix`` passes that request, for the generator in force: a correct
-    generator's defects emerge on its own device commands, not on our generator's seed."""
-    for seed in dict.fromkeys((ours, *SEARCH)):
-        bad = {v.request_id for v in _run(seed, without_fix).failed if v.defect == defect}
-        if bad:
-            still = {v.request_id for v in _run(seed, with_fix).failed}
-            fixed = sorted(bad - still)
-            if fixed:
-                return seed, fixed[0]
-    pytest.fail(f"no seed of {ours} or {SEARCH.start}..{SEARCH.stop - 1} where {without_fix} fails a request with "
-                f"{defect} and {with_fix} passes it, with --generator {user_generator().spec.text}: either the "
-                f"fix does not work in this generator or the defect never emerges from its commands")
-
-
-@pytest.mark.our_generator  # another correct generator may meet production's residual (0.2%) on these seeds
 @pytest.mark.parametrize("seed", [27, 32, 48])
 def test_all_fixes_pass_the_pinned_seeds(seed):
     result = _run(seed, "all")
-    assert result.failed == [], f"replay: {replay_command('all', seed, 'markov')}"
+    assert result.failed == [], f"replay: {replay_command('all', seed)}"
 
 
-@pytest.mark.our_generator
 def test_no_merge_restages_stale_host_tokens():
     result = _run(0, "no-merge")
     assert len(result.failed) > len(result.verdicts) // 2
     assert {v.defect for v in result.failed} == {"stale-host-token"}
 
 
-@pytest.mark.our_generator
 def test_a_seed_replays_exactly():
     a, b = _run(29, "control", record_merges=True), _run(29, "control", record_merges=True)
     assert [(v.request_id, v.got) for v in a.verdicts] == [(v.request_id, v.got) for v in b.verdicts]
     assert a.merges == b.merges and a.device_stats == b.device_stats
 
 
-@pytest.mark.our_generator
 def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
     """Production measured the guard as not over-rejecting. With no read lag, a merge into the
     width that just ran (and whose previous reload was a merge) reads live buffers: the
@@ -121,9 +89,10 @@ def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
     for seed in (0, 2, 3, 4):
         workload = stage3(seed)
         calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0))
-        expected = scenario.serial_answers(calm, seed)
-        result = scenario.run_scenario(calm, "slots+guard", seed, expected=expected, record_merges=True)
-        assert result.failed == [], f"replay: {replay_command('slots+guard', seed, 'markov')}"
+        spec = RunSpec(seed=seed)
+        expected = scenario.serial_answers(calm, spec)
+        result = scenario.run_scenario(calm, "slots+guard", spec, expected=expected, record_merges=True)
+        assert result.failed == [], f"replay: {replay_command('slots+guard', seed)}"
         host = [tuple(r.host_pos >= 0 for r in e.rows) for e in result.merges]
         written = [tuple((r.dev_pos if r.source == "device" else r.host_pos) >= 0 for r in e.rows)
                    for e in result.merges]
@@ -137,7 +106,6 @@ def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
         assert result.guard_rejects >= len(rejected)
 
 
-@pytest.mark.our_generator
 def test_production_fixes_leave_a_residual_the_candidate_fix_closes():
     """Seed 44: at a width change the merge reads the TARGET width's store (as qwen36 binds
     it), which holds that width's last batch -- another batch with the same rows active.
@@ -147,12 +115,11 @@ def test_production_fixes_leave_a_residual_the_candidate_fix_closes():
     closes it."""
     residual = _run(44, "all")
     assert {v.defect for v in residual.failed} == {"stale-position-buffer"}, (
-        f"replay: {replay_command('all', 44, 'markov')}"
+        f"replay: {replay_command('all', 44)}"
     )
     assert _run(44, "all+last-run").failed == []
 
 
-@pytest.mark.our_generator
 def test_garbage_reaches_position_buffers_through_trace_buffer_reuse():
     """Defect 3's route upstream permits: a width's inputs created after another width's
     trace was captured can sit where that trace writes its intermediates, and its replays
@@ -163,7 +130,7 @@ def test_garbage_reaches_position_buffers_through_trace_buffer_reuse():
     assert control.device_stats["trace_corruptions"] > 0
     junk = [(e, r) for e in control.merges for r, p in enumerate(e.inputs.dev_positions)
             if not -1 <= p < e.inputs.max_context]
-    assert junk, f"replay: {replay_command('control', 32, 'markov')}"
+    assert junk, f"replay: {replay_command('control', 32)}"
     assert any(0x3000 <= (p >> 16) & 0x7FFF <= 0x4800 for e, r in junk for p in [e.inputs.dev_positions[r]]), (
         "the garbage's high half is a bf16 activation")
     clamped = _run(32, "all", record_merges=True)
@@ -177,6 +144,7 @@ def test_preempted_requests_resume_and_match_their_serial_answers():
     resume them later with a fresh prefill of prompt + outputs into a new slot."""
     workload = stage3(0)
     tight = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, kv_blocks=14))
-    result = scenario.run_scenario(tight, "all+last-run", 0, expected=scenario.serial_answers(tight, 0))
+    spec = RunSpec(seed=0)
+    result = scenario.run_scenario(tight, "all+last-run", spec, expected=scenario.serial_answers(tight, spec))
     assert result.preemptions > 0
     assert result.failed == []

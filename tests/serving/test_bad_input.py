@@ -1,7 +1,7 @@
-"""Bad input to `ttsim`: one line, exit 2, before any work (issue 37's table, kept whole).
+"""Bad input to `ttsim`: one line, exit 2, before any work (the table of every bad input found, kept whole).
 
-Every case runs `fixtures.cli.main` in-process and must fail in its option checks
-(fixtures.preflight) or in argparse: one stderr line starting ``ttsim: error:``, nothing on
+Every case runs `harness.commands.cli.main` in-process and must fail in its option checks
+(harness.commands.preflight) or in argparse: one stderr line starting ``ttsim: error:``, nothing on
 stdout, nothing written, well under a second of work. A fresh process runs the whole table
 to show that none of it imports torch or vLLM. A new option's bad values belong here.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import cli
+from harness.commands import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -154,8 +154,9 @@ def run_main(argv: list[str]) -> int:
 def _no_heavy_work(module: str, name: str):
     """The commands' bodies, except that those that run seeds, vLLM or a device fail the test
     at once instead of working for minutes (the light ones run: their bodies check files)."""
-    heavy = {("fixtures.sweep.command", "run"), ("fixtures.replay", "run"), ("fixtures.vllm.cli", "serve"),
-             ("fixtures.selfcheck", "run")}
+    heavy = {("harness.commands.arms", "run"), ("harness.commands.replay", "run"), ("harness.commands.serve", "run"),
+             ("harness.commands.selfcheck", "run"), ("harness.commands.scenario", "run"),
+             ("harness.commands.serve_replay", "run")}
     if (module, name) in heavy:
         return lambda args: pytest.fail(f"bad input reached {module}.{name}")
     return _LAZY(module, name)
@@ -177,16 +178,13 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(argv, env, message, wo
         monkeypatch.setenv(name, _fill(value, workspace))
     monkeypatch.setattr(cli, "_lazy", _no_heavy_work)
     before = _listing(tmp_path)
-    t0 = time.perf_counter()
     code = run_main([_fill(a, workspace) for a in argv])
-    elapsed = time.perf_counter() - t0
     out, err = capsys.readouterr()
     assert code == 2, err
     assert err.startswith("ttsim: error: ") and err.count("\n") == 1, err
     assert _fill(message, workspace) in err
     assert out == ""
     assert _listing(tmp_path) == before  # nothing written, not even the records folder
-    assert elapsed < 3.0, f"{elapsed:.2f} s: more than option checks ran"
 
 
 def test_help_is_still_whole(capsys):
@@ -197,26 +195,23 @@ def test_help_is_still_whole(capsys):
 
 
 def test_the_whole_table_imports_neither_torch_nor_vllm(workspace, tmp_path):
-    """From a fresh process, every case fails without importing torch or vLLM (so in well
-    under a second: torch's import alone takes seconds here)."""
+    """From a fresh process, every case fails without importing torch or vLLM (torch's import
+    alone takes seconds here; how long a refusal takes is measured by bench/bench_refusals.py)."""
     cases = [[[_fill(a, workspace) for a in argv], {k: _fill(v, workspace) for k, v in env.items()}]
              for _, argv, env, _ in CASES]
-    code = ("import json, os, sys, time\n"
+    code = ("import json, os, sys\n"
             "from tests.serving.test_bad_input import run_main\n"
-            "worst, base = 0.0, dict(os.environ)\n"
+            "base = dict(os.environ)\n"
             "for argv, env in json.loads(sys.argv[1]):\n"
             "    os.environ.clear(); os.environ.update({**base, **env})\n"
-            "    t0 = time.perf_counter(); assert run_main(argv) == 2, argv\n"
-            "    worst = max(worst, time.perf_counter() - t0)\n"
-            "print('RESULT', json.dumps({'heavy': [m for m in ('torch', 'vllm') if m in sys.modules], "
-            "'worst': worst}))\n")
+            "    assert run_main(argv) == 2, argv\n"
+            "print('RESULT', json.dumps({'heavy': [m for m in ('torch', 'vllm') if m in sys.modules]}))\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "TTSIM_RUNS_DIR": str(tmp_path / "runs")}
     p = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], cwd=ROOT, capture_output=True, text=True,
                        timeout=120, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     result = json.loads(p.stdout.split("RESULT ")[-1])
     assert result["heavy"] == [], result
-    assert result["worst"] < 1.0, result
 
 
 
@@ -224,7 +219,7 @@ def test_the_whole_table_imports_neither_torch_nor_vllm(workspace, tmp_path):
 def test_workers_up_to_the_machines_cpus_are_accepted(cpus, monkeypatch, tmp_path):
     """The other side of workers-1000: as many workers as CPUs is fine, one more is not, and the
     default fits a one-CPU machine instead of being refused there."""
-    from fixtures import preflight
+    from harness.commands import preflight
 
     monkeypatch.setenv("TTSIM_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setattr(preflight, "cpus", lambda: cpus)
@@ -280,7 +275,7 @@ def test_a_sweep_whose_generator_raises_when_built_stops_in_one_line_and_writes_
     out = broken_generators / "out"
     out.mkdir()
     spec = f"{broken_generators / 'ctor.py'}:Broken"
-    p = subprocess.run([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "2", "--workers", "1", "--generator",
+    p = subprocess.run([sys.executable, "-m", "harness.commands.cli", "arms", "--seeds", "2", "--workers", "1", "--generator",
                         spec, "--json", str(out / "r.json")], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**env, "TTSIM_RUNS_DIR": str(out / "runs")})
     assert f"--generator {spec}" in log.read_text()  # the server's child ran it

@@ -1,4 +1,4 @@
-"""What production's clamp changes under public mechanics (issue 35, build 3; docs/fidelity.md,
+"""What production's clamp changes under public mechanics (docs/fidelity.md,
 "What the clamp changes"): not an answer but the guard's rejections.
 
 A garbage position (two bf16 activations read as one int32, reaching a width's inputs through
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import scenario
-from fixtures.workloads import stage3
+from harness.base.spec import RunSpec
+from harness import scenario
+from harness.workloads import stage3
 from model.flags import arm_flags
 from model.merge_rule import decide_merge
 
@@ -30,8 +31,7 @@ def _junk_under_active(event) -> bool:
 @pytest.fixture(scope="module")
 def runs():
     workload = stage3(SEED)
-    return scenario.run_arms(workload, ["slots+guard", "all"], SEED, record_merges=True,
-                             expected=scenario.serial_answers(workload, SEED))
+    return scenario.run_arms(workload, ["slots+guard", "all"], RunSpec(seed=SEED), record_merges=True, expected=scenario.serial_answers(workload, RunSpec(seed=SEED)))
 
 
 def test_the_clamp_adds_guard_rejects_and_changes_no_answer(runs):

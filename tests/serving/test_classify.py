@@ -1,4 +1,4 @@
-"""Defect classes split by route, from what the merge read (fixtures.scenario.classify): a kept
+"""Defect classes split by route, from what the merge read (harness.defects.classify): a kept
 token no vocabulary has is ``garbage-token`` whatever its position did; a position no batch can
 have in the read is ``garbage-position``; else the slot's previous occupant or an older batch."""
 
@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import ttsim
-from fixtures import loader, scenario
-from fixtures.system import generator_in_force
-from fixtures.workloads import stage3
+from harness import defects, scenario
+from harness.base.spec import RunSpec, parse_generator
+from harness.workloads import stage3
 from model.merge_events import MergeEvent, MergeInputs, MergeRow
 
 JUNK = 1206993233  # two bf16 activations seen as one int32 (production's read)
@@ -29,8 +28,8 @@ def _event(dev_token: int, dev_pos: int, *, host_prefilled: bool = False, other_
 @pytest.mark.parametrize("dev_token, dev_pos, prefilled, other_pos, expected", [
     (JUNK, 40, False, -1, "garbage-token"),  # PR #122's state: the position still matches
     (JUNK, 41, True, -1, "garbage-token"),  # the route is the token, whoever held the slot
-    (scenario.NO_VOCABULARY, 40, False, -1, "garbage-token"),
-    (scenario.NO_VOCABULARY - 1, 40, False, -1, "stale-position-buffer"),  # a (huge) vocabulary's token
+    (defects.NO_VOCABULARY, 40, False, -1, "garbage-token"),
+    (defects.NO_VOCABULARY - 1, 40, False, -1, "stale-position-buffer"),  # a (huge) vocabulary's token
     (77, 41, False, -1, "stale-position-buffer"),
     (77, 41, True, -1, "slot-reuse"),
     (77, 41, False, JUNK, "garbage-position"),
@@ -39,7 +38,7 @@ def _event(dev_token: int, dev_pos: int, *, host_prefilled: bool = False, other_
 ])
 def test_classes_come_from_what_the_merge_read(dev_token, dev_pos, prefilled, other_pos, expected):
     event, row = _event(dev_token, dev_pos, host_prefilled=prefilled, other_pos=other_pos)
-    assert scenario.classify(event, row) == expected
+    assert defects.classify(event, row) == expected
 
 
 @pytest.mark.needs_fault_injection
@@ -48,11 +47,10 @@ def test_a_clobbered_token_with_a_matching_position_fails_as_garbage_token():
     """The token route end to end: the merge at the first decode after a prefill keeps row 0's
     clobbered token (its position passed the rule), the model embeds an id past its table
     (a diagnostics line) and the request's answer goes wrong."""
-    seed = 0
-    workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
-    with generator_in_force(loader.parse(f"{CLOBBER}:GarbageTokenGenerator"), ttsim):
-        result = scenario.run_scenario(workload, "control", seed, expected=expected, record_merges=True)
+    workload = stage3(0)
+    spec = RunSpec(seed=0, generator=parse_generator(f"{CLOBBER}:GarbageTokenGenerator"))
+    expected = scenario.serial_answers(workload, spec)
+    result = scenario.run_scenario(workload, "control", spec, expected=expected, record_merges=True)
     kept = [(e, r) for e in result.merges for r in e.kept_wrong() if r.dev_token == JUNK]
     assert kept and all(r.dev_pos in (r.host_pos, r.host_pos + 1) for _, r in kept)
     assert "garbage-token" in {v.defect for v in result.failed}, [(v.request_id, v.defect) for v in result.failed]
@@ -66,7 +64,7 @@ def test_the_replay_prints_the_diagnostics_beside_the_verdicts(capsys):
     the embedding's stray read is printed as a diagnostics line after the verdicts."""
     import torch
 
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     threads = torch.get_num_threads()
     try:

@@ -12,7 +12,7 @@ def _cli(*args, env=None, check=False, runs_dir=None):
     env = {**os.environ, **(env or {})}
     if runs_dir is not None:  # keep test runs out of the repository's benchmark records
         env["TTSIM_RUNS_DIR"] = str(runs_dir)
-    return subprocess.run([sys.executable, "-m", "fixtures.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.commands.cli", *args], capture_output=True, text=True,
                           env=env, check=check)
 
 
@@ -75,7 +75,7 @@ def test_replay_prints_the_merge_trace_and_fails_on_a_failing_seed(capsys):
     test_cli_install.py): the replay sets torch's threads for itself, put back here."""
     import torch
 
-    from fixtures.cli import main
+    from harness.commands.cli import main
 
     threads = torch.get_num_threads()
     try:

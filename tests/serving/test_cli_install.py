@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import records
-from fixtures.cli import main
+from harness.base import records
+from harness.commands.cli import main
 
 pytestmark = pytest.mark.needs_fault_injection
 
@@ -61,7 +61,7 @@ def test_the_packaged_modules_alone_run_the_command(tmp_path):
         shutil.copytree(REPO / pkg, site / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     assert not (site / "bench").exists()
     code = ("import sys, fixtures; assert fixtures.__file__.startswith(sys.argv[1]), fixtures.__file__; "
-            "from fixtures.cli import main; sys.exit(main(sys.argv[2:]))")
+            "from harness.commands.cli import main; sys.exit(main(sys.argv[2:]))")
     _one_seed_run([sys.executable, "-c", code, str(site)], tmp_path, PYTHONPATH=str(site))
 
 
@@ -138,16 +138,16 @@ def test_shards_of_different_sweeps_do_not_merge(tmp_path, monkeypatch, capsys):
     (["--plot", "rates"], "cannot plot to rates: no extension"),
 ])
 def test_bad_shard_or_plot_is_refused_before_the_sweep(args, message, capsys, monkeypatch):
-    import fixtures.sweep.arms
+    import harness.sweep.arms
 
-    monkeypatch.setattr(fixtures.sweep.arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
+    monkeypatch.setattr(harness.sweep.arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
     assert main(["arms", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
 
 def test_only_the_expected_missing_kernels_warning_is_silenced():
-    from fixtures.engine.prepare import prepare_vllm
+    from harness.engine.prepare import prepare_vllm
 
     prepare_vllm()  # installs the filter
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import ttsim
-from fixtures import loader, scenario
-from fixtures.system import generator_in_force
-from fixtures.workloads import stage3
+from harness import scenario
+from harness.base.spec import RunSpec, parse_generator
+from harness.workloads import stage3
 from model.flags import ARMS
 from model.generator import CONTRACT_COMMANDS, Generator
 from model.markov import MARKOV, MarkovModel
@@ -117,13 +117,12 @@ def test_without_reload_the_remap_moves_the_device_rows_once(gen):
 
 @pytest.mark.needs_fault_injection
 @pytest.mark.parametrize("seed", [27, 32])
-def test_a_contract_generator_under_the_runner_passes_the_pinned_seeds(seed, monkeypatch):
+def test_a_contract_generator_under_the_runner_passes_the_pinned_seeds(seed):
     """The runner's policy for the contract: at every layout change the host is fresh and
     authoritative (reload_inputs), so the legacy merge's defects cannot arise: the seeds
     where `control` fails under reset_batch pass."""
-    monkeypatch.delitem(__import__("sys").modules, "ttnn", raising=False)
-    with generator_in_force(loader.parse(f"{CONTRACT}:ContractGenerator"), ttsim):  # ttnn's alias goes with it
-        workload = stage3(seed)
-        result = scenario.run_scenario(workload, "control", seed, expected=scenario.serial_answers(workload, seed))
+    workload = stage3(seed)
+    spec = RunSpec(seed=seed, generator=parse_generator(f"{CONTRACT}:ContractGenerator"))
+    result = scenario.run_scenario(workload, "control", spec, expected=scenario.serial_answers(workload, spec))
     assert result.failed == [], f"replay: bin/ttsim replay --arm control --seed {seed} --generator {CONTRACT}:ContractGenerator"
     assert result.merges == [] and result.guard_rejects == 0

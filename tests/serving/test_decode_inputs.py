@@ -5,8 +5,9 @@ import pytest
 import torch
 
 import ttsim
-from fixtures.system import System
-from fixtures.workloads import FaultKnobs
+from harness.base.spec import RunSpec
+from harness.system import System
+from harness.workloads import FaultKnobs
 from model.flags import ARMS
 from model.protocol import GREEDY, read_output
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.our_generator  # a test of ttsim's own generator
 
 @pytest.fixture
 def system():
-    s = System(0, FaultKnobs())
+    s = System(RunSpec(seed=0), FaultKnobs())
     yield s
     s.close()
 
@@ -81,9 +82,9 @@ def test_a_slot_remap_that_is_not_a_permutation_is_refused_before_anything_moves
 def test_on_a_tp2_mesh_the_merge_reads_chip_0s_shard_of_a_bucket():
     """On TP=2 a decode bucket's input buffers are replicated per chip; the merge's reads (and
     the sweep's peek of them) take chip 0's shard: one bucket-long row, not both chips'."""
-    from fixtures.shared_arms import SharedArmsGenerator
+    from harness.shared_arms import SharedArmsGenerator
 
-    s = System(0, FaultKnobs(), mesh_cols=2)
+    s = System(RunSpec(seed=0, mesh_cols=2), FaultKnobs())
     try:
         gen = s.generator(flags=ARMS["all"])
         gen.prefill_forward(torch.tensor([[1, 2, 3]]), torch.zeros(1, s.max_pages, dtype=torch.int32), empty_slots=[0], sampling_params=GREEDY)

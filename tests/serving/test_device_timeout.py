@@ -1,4 +1,4 @@
-"""A hang on the device ends a scenario run cleanly (issue 35, build 1): the run's unfinished
+"""A hang on the device ends a scenario run cleanly: the run's unfinished
 requests fail as ``device-timeout``, ``ScenarioResult.fatal`` holds the one line (tt-metal's
 TT_THROW, the op, the engine step, the replay command) and ``diagnostics`` the stray accesses
 ttsim recorded (the hang's op, row and position); the replay prints both. The hang is real:
@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import ttsim
-from fixtures import loader, scenario
-from fixtures.system import generator_in_force
-from fixtures.workloads import FaultKnobs, Request, Workload
+from harness import defects, scenario
+from harness.base.spec import RunSpec, parse_generator
+from harness.workloads import FaultKnobs, Request, Workload
 
 pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
@@ -32,10 +31,9 @@ def _workload() -> Workload:
 
 def _run(generator: str | None):
     workload = _workload()
-    expected = scenario.serial_answers(workload, 0, model="tiny")
-    spec = loader.parse(f"{GARBAGE}:{generator}") if generator else None
-    with generator_in_force(spec, ttsim):
-        return scenario.run_scenario(workload, "control", 0, expected=expected, model="tiny")
+    spec = RunSpec(seed=0, model="tiny", generator=parse_generator(f"{GARBAGE}:{generator}") if generator else None)
+    expected = scenario.serial_answers(workload, RunSpec(seed=0, model="tiny"))
+    return scenario.run_scenario(workload, "control", spec, expected=expected)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,7 @@ def test_a_hang_ends_the_run_as_failed_requests_with_one_line(hung):
     assert hung.fatal is not None and "\n" not in hung.fatal
     assert "TIMEOUT: device timeout" in hung.fatal and "paged_scaled_dot_product_attention_decode" in hung.fatal
     assert "replay: bin/ttsim replay --arm control --seed 0 --model tiny" in hung.fatal
-    assert hung.failed and {v.defect for v in hung.failed} == {scenario.DEVICE_TIMEOUT}
+    assert hung.failed and {v.defect for v in hung.failed} == {defects.DEVICE_TIMEOUT}
 
 
 def test_the_hangs_diagnostics_name_op_row_and_position(hung):

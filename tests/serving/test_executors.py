@@ -1,5 +1,5 @@
-"""Where a sweep's seeds run: the strategy is chosen by name from fixtures.sweep.EXECUTORS, one
-file per strategy beside the protocol (fixtures/sweep/executor.py holds the interface alone)."""
+"""Where a sweep's seeds run: the strategy is chosen by name from harness.sweep.EXECUTORS, one
+file per strategy beside the protocol (harness/sweep/executor.py holds the interface alone)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import inspect
 
 import pytest
 
-from fixtures import cli
-from fixtures.sweep import EXECUTORS, executor
-from fixtures.sweep.local import LocalExecutor
-from fixtures.sweep.ray import RayExecutor
+from harness.commands import cli
+from harness.sweep import EXECUTORS, executor
+from harness.sweep.local import LocalExecutor
+from harness.sweep.ray import RayExecutor
 
 
 def warm_up():

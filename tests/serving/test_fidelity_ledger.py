@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import scenario
-from fixtures.workloads import stage3
+from harness.base.spec import RunSpec
+from harness import scenario
+from harness.workloads import stage3
 from merge_cases import merge_once
 from model.flags import GeneratorFlags
 from model.serving import TTRunner
@@ -128,7 +129,7 @@ def test_the_ledger_lists_every_mechanism_and_every_generator_flag():
 
 
 def test_every_ledger_row_names_its_upstream_source_and_verdict():
-    """Issue 26: each mechanism says where upstream builds it (a path at a commit that is in
+    """Each mechanism says where upstream builds it (a path at a commit that is in
     the sources read) or that it is a production fact, and whether ours is the same."""
     assert upstream_problems(LEDGER.read_text()) == []
 
@@ -183,12 +184,12 @@ def test_a_stale_host_at_resets_would_fail_production(monkeypatch):
     seed = 0
     workload = stage3(seed)
     calm = dataclasses.replace(workload, knobs=dataclasses.replace(workload.knobs, readback_lag=0.0))
-    expected = scenario.serial_answers(calm, seed)
-    fresh = scenario.run_scenario(calm, "slots+guard", seed, expected=expected)
+    expected = scenario.serial_answers(calm, RunSpec(seed=seed))
+    fresh = scenario.run_scenario(calm, "slots+guard", RunSpec(seed=seed), expected=expected)
     assert fresh.failed == [] and fresh.guard_rejects > 0
 
     resolve = TTRunner.resolve_pending
     monkeypatch.setattr(TTRunner, "resolve_pending",
                         lambda self, until=None: None if until is None else resolve(self, until))
-    stale = scenario.run_scenario(calm, "slots+guard", seed, expected=expected)
+    stale = scenario.run_scenario(calm, "slots+guard", RunSpec(seed=seed), expected=expected)
     assert len(stale.failed) > len(stale.verdicts) // 2, f"{len(stale.failed)} of {len(stale.verdicts)} failed"

@@ -1,4 +1,4 @@
-"""The fork server (fixtures/forkserver.py): a replay run in its child is byte for byte the
+"""The fork server (harness/commands/forkserver.py): a replay run in its child is byte for byte the
 replay a fresh process prints (stdout, stderr, exit code), a child never asks the server
 again, an edit to our code changes the server's key, a server stops when idle, and a server
 stopped stops its commands, even one it forked as the stop came."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import forkserver
+from harness.commands import forkserver
 
 import fork_servers
 from fork_servers import key_of
@@ -32,7 +32,7 @@ def env(tmp_path):
 
 
 def _ttsim(argv, env, cwd):
-    return subprocess.run([sys.executable, "-m", "fixtures.cli", *argv], env=env, cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "harness.commands.cli", *argv], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -109,7 +109,7 @@ def test_the_key_follows_our_code_and_vllms_import_time_environment(tmp_path, mo
 
 
 def test_a_forked_child_never_asks_the_server_again(monkeypatch):
-    from fixtures import cli
+    from harness.commands import cli
 
     asked = []
     monkeypatch.setattr(forkserver, "run", lambda argv: asked.append(argv))
@@ -132,7 +132,7 @@ def test_a_forked_child_never_asks_the_server_again(monkeypatch):
     (["serve-explain", "DIR"], False),
 ])
 def test_which_commands_a_server_runs(argv, forked):
-    from fixtures import cli
+    from harness.commands import cli
 
     assert cli._forked(cli.build_parser().parse_args(argv)) is forked
 
@@ -153,7 +153,7 @@ def test_a_client_that_dies_takes_its_command_with_it(served, tmp_path):
     env, log, _ = served
     argv = ["arms", "--seeds", "200", "--workers", "1", "--seed-start", "7"]  # argv of this test's alone
     line = f"ttsim {' '.join(argv)}"
-    client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", *argv], env=env, cwd=tmp_path,
+    client = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", *argv], env=env, cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -190,7 +190,7 @@ def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client
     """A real client of a server that preloads nothing: its command is stopped while importing."""
     log = tmp_path / "server.log"
     proc, sock = fork_servers.start_light(env, log, idle_s=120.0, key=key_of(env))
-    client = subprocess.Popen([sys.executable, "-m", "fixtures.cli", "arms", "--seeds", "200", "--workers", "1"],
+    client = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", "arms", "--seeds", "200", "--workers", "1"],
                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fixtures.interrupts import Interrupted, deferred, handled
-from fixtures.outputs import Staged
+from harness.base.interrupts import Interrupted, deferred, handled
+from harness.base.outputs import Staged
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = 60  # far more than run before the signal: the sweep is mid-way when it lands
@@ -32,7 +32,7 @@ def _start(tmp_path: Path, workers: int, env: dict) -> subprocess.Popen:
     argv = ["arms", "--seeds", str(SEEDS), "--workers", str(workers), "--json", str(out / "r.json"),
             "--plot", str(out / "r.png"), "--record-merges", str(out / "trace.jsonl")]
     env = {**env, "TTSIM_RUNS_DIR": str(out / "runs"), "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "fixtures.cli", *argv], cwd=ROOT, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "harness.commands.cli", *argv], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
 
@@ -82,13 +82,11 @@ def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, ta
     out = tmp_path / "out"
     try:
         kids = _wait_until_sweeping(proc, out, workers, log)
-        t0 = time.monotonic()
         if target == "group":
             os.killpg(proc.pid, signum)
         else:
             proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
-        stopped = time.monotonic() - t0
+        _, err = proc.communicate(timeout=60)  # how fast it stops: bench/bench_refusals.py
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -98,7 +96,6 @@ def test_a_signal_stops_the_sweep_and_every_worker_and_writes_nothing(signum, ta
     line = err.strip().splitlines()[-1]
     m = re.fullmatch(rf"ttsim: interrupted at seed (\d+) of {SEEDS}; nothing written", line)
     assert m and 1 <= int(m.group(1)) < SEEDS, err[-3000:]
-    assert stopped < 30, f"{stopped:.1f} s to stop"
     deadline = time.monotonic() + 10  # a served command is reaped by the server, which may be a moment behind
     while not all(_gone(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)

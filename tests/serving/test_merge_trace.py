@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import cli, scenario
-from fixtures.replay import arm_of, recorded_flags, replay_run
-from fixtures.workloads import stage3
+from harness.base.spec import RunSpec
+from harness.commands import cli
+from harness import scenario
+from harness.replay import arm_of, recorded_flags, replay_run
+from harness.workloads import stage3
 from model.flags import ARMS
 from model.merge_trace import MergeTraceWriter, TraceError, read_trace
 
@@ -53,8 +55,7 @@ def test_a_live_recording_replays_to_the_same_decisions(arm, tmp_path, monkeypat
     seed = SLOT_REUSE[0]
     path = tmp_path / "t.jsonl"
     workload = stage3(seed)
-    result = scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed),
-                                   record_merges=True, merge_trace=str(path))
+    result = scenario.run_scenario(workload, arm, RunSpec(seed=seed, merge_trace=str(path)), expected=scenario.serial_answers(workload, RunSpec(seed=seed)), record_merges=True)
     [run] = read_trace(str(path))
     assert len(run.merges) == len(result.merges) > 10
     replayed = replay_run(run)

@@ -12,9 +12,11 @@ import pytest
 import torch
 
 import ttsim
-from fixtures import loader, scenario
-from fixtures.system import MAX_SLOTS, NUM_BLOCKS, System, generator_in_force
-from fixtures.workloads import FaultKnobs, stage3
+from harness import loader, scenario
+from harness.base.spec import RunSpec, parse_generator
+from harness.engine.sizes import MAX_SLOTS, NUM_BLOCKS
+from harness.system import System
+from harness.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.generator import Generator
 from model.markov import MARKOV
@@ -26,26 +28,18 @@ RECORDING = ROOT / "tests" / "generators" / "recording.py"
 STYLE = ROOT / "tests" / "generators" / "tt_transformers_style.py"
 
 
-@pytest.fixture
-def aliased(monkeypatch):
-    monkeypatch.delitem(sys.modules, "ttnn", raising=False)
-    yield
-    sys.modules.pop("ttnn", None)
-
-
 def _recorded_run(seed: int = 3):
     workload = stage3(seed, n_requests=6, concurrency=4)
-    with generator_in_force(loader.parse(f"{RECORDING}:RecordingGenerator"), ttsim):
-        calls = sys.modules["ttsim_user_generator_recording"].CALLS
-        calls.clear()
-        result = scenario.run_scenario(workload, "all", seed, expected=scenario.serial_answers(workload, seed),
-                                       step_policy="phased")
-        runs = [list(calls)]
-        calls.clear()
+    spec = RunSpec(seed=seed, generator=parse_generator(f"{RECORDING}:RecordingGenerator"))
+    calls = sys.modules[loader.load(spec.generator, ttsim).factory.__module__].CALLS
+    calls.clear()
+    result = scenario.run_scenario(workload, "all", spec, expected=scenario.serial_answers(workload, RunSpec(seed=seed)))
+    runs = [list(calls)]
+    calls.clear()
     return result, runs[0]
 
 
-def test_start_up_happens_before_any_request_in_the_plugins_order(aliased):
+def test_start_up_happens_before_any_request_in_the_plugins_order():
     result, calls = _recorded_run()
     assert not result.failed
     names = [c[0] for c in calls]
@@ -64,7 +58,7 @@ def test_start_up_happens_before_any_request_in_the_plugins_order(aliased):
     assert "prefill_forward" not in names[first_forward + 1:] or names.count("allocate_kv_cache") == 1
 
 
-def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_arguments(aliased):
+def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_arguments():
     _, calls = _recorded_run()
     kv = calls[0][3]
     prefills = [c for c in calls if c[0] == "prefill_forward"]
@@ -77,19 +71,19 @@ def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_argumen
     assert all(c[2:6] == (MAX_SLOTS, True, (MAX_SLOTS, 1), False) for c in decodes)
 
 
-def test_host_sampling_runs_without_sampling_params_and_no_merge(aliased):
+def test_host_sampling_runs_without_sampling_params_and_no_merge():
     """The plugin's other path: no on-device sampling, logits back, sampled by the runner."""
     workload = stage3(4, n_requests=6, concurrency=4)
-    expected = scenario.serial_answers(workload, 4)
-    with generator_in_force(loader.parse(f"{STYLE}:TtTransformersStyleGenerator"), ttsim):
-        result = scenario.run_scenario(workload, "control", 4, expected=expected, step_policy="phased",
-                                       sample_on_device=None, record_merges=True)
+    expected = scenario.serial_answers(workload, RunSpec(seed=4))
+    spec = RunSpec(seed=4, sample_on_device=None, generator=parse_generator(f"{STYLE}:TtTransformersStyleGenerator"))
+    result = scenario.run_scenario(workload, "control", spec, expected=expected, record_merges=True)
     assert not result.failed and result.merges == []
 
 
+@pytest.mark.our_generator
 def test_our_generator_refuses_host_sampled_decode_at_warm_up():
     """Ours samples decode on the device only (as production's): it says so before any request."""
-    system = System(0, FaultKnobs())
+    system = System(RunSpec(seed=0), FaultKnobs())
     try:
         gen = system.generator(flags=ARMS["all"])
         with pytest.raises(ValueError, match="samples decode on the device"):
@@ -107,7 +101,7 @@ def test_a_hybrid_model_class_gets_per_layer_specs():
         def allocate_kv_cache(self, *a):
             raise AssertionError("the plugin prefers allocate_kv_cache_per_layer")
 
-    system = System(0, FaultKnobs())
+    system = System(RunSpec(seed=0), FaultKnobs())
     try:
         gen = system.generator(PerLayer, flags=ARMS["all"])
         spec = KvCacheSpec((48, 2, 32, 64), torch.float32, 2)
@@ -135,15 +129,14 @@ def test_outputs_the_plugin_accepts():
     assert tokens_of((torch.tensor([[7], [9], [0]]), None), 2, sampled=True, call="c") == [7, 9]
 
 
-def test_the_tt_transformers_shaped_generator_captures_every_width_in_the_plugins_warm_up(aliased):
+def test_the_tt_transformers_shaped_generator_captures_every_width_in_the_plugins_warm_up():
     """Its decode warm-up's capture phase allocates every bucket's inputs and captures every
     trace, so nothing it runs later allocates during a capture."""
-    from fixtures.system import build_runner
+    from harness.system import build_runner
 
-    system = System(0, FaultKnobs())
+    system = System(RunSpec(seed=0, generator=parse_generator(f"{STYLE}:TtTransformersStyleGenerator")), FaultKnobs())
     try:
-        with generator_in_force(loader.parse(f"{STYLE}:TtTransformersStyleGenerator"), ttsim):
-            gen, runner = build_runner(system, ARMS["all"], FaultKnobs(), 0, step_policy="phased")
+        gen, runner = build_runner(system, ARMS["all"], FaultKnobs())
         assert [c[0] for c in gen.lifecycle] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
                                                  "warmup_model_decode"]
         assert [c[1] for c in gen.lifecycle[1:]] == [False, False, True]
@@ -167,10 +160,11 @@ def test_only_greedy_sampling_params_are_taken_as_greedy(temperature, top_k, gre
     assert is_greedy(SimpleNamespace(temperature=temperature, top_k=top_k)) is greedy
 
 
+@pytest.mark.our_generator
 def test_our_generator_refuses_sampling_it_cannot_do():
     from types import SimpleNamespace
 
-    system = System(0, FaultKnobs())
+    system = System(RunSpec(seed=0), FaultKnobs())
     try:
         gen = system.generator(flags=ARMS["all"])
         table = torch.zeros(1, system.max_pages, dtype=torch.int32)

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import ttsim
-from fixtures.system import VLLM_TRACE_REGION_SIZE
+from harness.system import VLLM_TRACE_REGION_SIZE
 from model.flags import ARMS
 from model.generator import Generator
 from model.markov import MARKOV, MarkovModel, greedy_reference

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.sweep import arms
-from fixtures.sweep import ray as ray_executor
-from fixtures.cli import main
+from harness.base.spec import RunSpec
+from harness.sweep import arms
+from harness.sweep import ray as ray_executor
+from harness.commands.cli import main
 
 # not importorskip: importing ray here, before the sweep, would fix Ray's address mode to the
 # machine's routable address, and the executor refuses to start a Ray that listens there
@@ -30,7 +31,7 @@ SEEDS = range(22, 25)
 
 
 def _summary_bytes(summaries: dict) -> bytes:
-    return json.dumps({a: s.as_json(a, "markov") for a, s in summaries.items()}, indent=1).encode()
+    return json.dumps({a: s.as_json(a, RunSpec()) for a, s in summaries.items()}, indent=1).encode()
 
 
 def _processes_with(marker: str) -> list[str]:
@@ -63,14 +64,14 @@ def _none_left(marker: str) -> list[str]:
 @needs_ray
 @pytest.mark.needs_fault_injection
 def test_a_ray_sweep_equals_the_local_sweep_byte_for_byte(monkeypatch):
-    local = arms.sweep(ARMS, SEEDS, workers=1)
+    local = arms.sweep(ARMS, SEEDS, RunSpec(), workers=1)
     assert local["control"].failing_seeds == [24] and local["no-merge"].failing_seeds == [22, 23, 24]
     marker = f"TTSIM_RAY_TEST={uuid.uuid4().hex}"
     monkeypatch.setenv(*marker.split("="))
     ray_env = [*ray_executor._LOCAL_ENV, "RAY_AUTH_TOKEN"]
     env_before = {k: os.environ.get(k) for k in ray_env}
     calls = []
-    on_ray = arms.sweep(ARMS, SEEDS, workers=1, executor="ray", progress=lambda done, total: calls.append((done, total)))
+    on_ray = arms.sweep(ARMS, SEEDS, RunSpec(), workers=1, executor="ray", progress=lambda done, total: calls.append((done, total)))
     assert _summary_bytes(on_ray) == _summary_bytes(local)
     assert calls == [(1, 3), (2, 3), (3, 3)]  # the progress bar moves as tasks finish
     assert _none_left(marker) == [], "Ray processes outlived the sweep"
@@ -89,7 +90,7 @@ def test_the_cli_json_is_the_same_on_ray_and_sharded(tmp_path, monkeypatch, caps
     local, on_ray = tmp_path / "local.json", tmp_path / "ray.json"
     assert main([*common, "--workers", "1", "--json", str(local)]) == 0
     marker = uuid.uuid4().hex
-    proc = subprocess.run([sys.executable, "-m", "fixtures.cli", *common, "--executor", "ray", "--workers", "1",
+    proc = subprocess.run([sys.executable, "-m", "harness.commands.cli", *common, "--executor", "ray", "--workers", "1",
                            "--json", str(on_ray)], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "RAY_ADDRESS": "127.0.0.1:9", "TTSIM_RAY_TEST": marker})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -107,14 +108,14 @@ def test_sweep_merges_in_seed_order_whatever_order_tasks_finish(monkeypatch):
         yield from reversed([fn(job) for job in jobs])
 
     monkeypatch.setattr(ray_executor, "imap_unordered", reversed_finish)
-    assert _summary_bytes(arms.sweep(ARMS, SEEDS, executor="ray")) == _summary_bytes(arms.sweep(ARMS, SEEDS))
+    assert _summary_bytes(arms.sweep(ARMS, SEEDS, RunSpec(), executor="ray")) == _summary_bytes(arms.sweep(ARMS, SEEDS, RunSpec()))
 
 
 def _refused(argv, capsys, monkeypatch) -> str:
-    import fixtures.sweep.command
+    import harness.commands.arms
 
     monkeypatch.setattr(arms, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
-    monkeypatch.setattr(fixtures.sweep.command, "hardware_backend", lambda args: pytest.fail("the cards were probed"))
+    monkeypatch.setattr(harness.commands.arms, "hardware_backend", lambda args: pytest.fail("the cards were probed"))
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1, err

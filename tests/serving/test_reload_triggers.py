@@ -6,8 +6,9 @@ prefilled slots cleared after EVERY decode, merge or not."""
 import pytest
 import torch
 
-from fixtures.system import System
-from fixtures.workloads import FaultKnobs
+from harness.base.spec import RunSpec
+from harness.system import System
+from harness.workloads import FaultKnobs
 from model.flags import ARMS
 from model.protocol import GREEDY, read_output
 
@@ -32,7 +33,7 @@ def _decode(system, gen, positions, reset):
 
 
 def test_the_first_decode_after_a_prefill_merges_without_reset_batch():
-    system, events = System(0, FaultKnobs()), []
+    system, events = System(RunSpec(seed=0), FaultKnobs()), []
     try:
         gen = _gen(system, events)
         _prefill(system, gen, 0)
@@ -50,7 +51,7 @@ def test_the_first_decode_after_a_prefill_merges_without_reset_batch():
 
 
 def test_a_mark_is_cleared_by_any_decode_even_one_its_slot_is_not_in():
-    system, events = System(0, FaultKnobs()), []
+    system, events = System(RunSpec(seed=0), FaultKnobs()), []
     try:
         gen = _gen(system, events)
         for slot in (0, 2):
@@ -66,7 +67,7 @@ def test_a_mark_is_cleared_by_any_decode_even_one_its_slot_is_not_in():
 
 
 def test_a_kept_wrong_row_is_classed_from_the_hosts_view_and_the_bytes_read():
-    from fixtures.scenario import classify
+    from harness.scenario import classify
     from model.merge_events import MergeEvent, MergeInputs, MergeRow
 
     def event(dev_positions, fresh=False):

@@ -5,10 +5,10 @@ as a diff (and in ``ttsim snapshots report``)."""
 
 import pytest
 
-from fixtures import scenario
-from fixtures.sweep.arms import replay_command
-from fixtures.sweep import arms
-from fixtures.workloads import stage3
+from harness.base.spec import RunSpec
+from harness import scenario
+from harness.sweep import arms
+from harness.workloads import stage3
 from model.flags import ARMS
 from test_arms import PINNED
 from test_position_clamp import _expected as clamp_expected, _run as clamp_run
@@ -32,7 +32,7 @@ def decisions(merges) -> list[str]:
 
 
 def test_arms_summary(snapshot, snapshot_backend):
-    s = arms.sweep(list(ARMS), SUMMARY_SEEDS)
+    s = arms.sweep(list(ARMS), SUMMARY_SEEDS, RunSpec())
     table = {arm: {"requests": x.requests, "failed_requests": x.failed_requests, "failing_seeds": x.failing_seeds,
                    "defects": dict(sorted(x.defects.items())), "guard_rejects": x.guard_rejects,
                    "preemptions": x.preemptions} for arm, x in s.items()}
@@ -47,13 +47,13 @@ def test_arms_summary(snapshot, snapshot_backend):
                          ids=[f"{p[0]}-seed{p[1]}" for p in PINNED])
 def test_merge_decisions_of_pinned_seeds(snapshot, snapshot_backend, defect, seed, request_id, without_fix, with_fix):
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
     record = {}
     for arm in (without_fix, with_fix):
-        result = scenario.run_scenario(workload, arm, seed, expected=expected, record_merges=True)
+        result = scenario.run_scenario(workload, arm, RunSpec(seed=seed), expected=expected, record_merges=True)
         kept_wrong = {r.request_id for e in result.merges for r in e.kept_wrong()}
         assert (request_id in kept_wrong) is (arm == without_fix), \
-            f"seed {seed} arm {arm}; replay: {replay_command(arm, seed, 'markov')}"
+            f"seed {seed} arm {arm}; replay: {RunSpec(seed=seed).replay_command(arm)}"
         record[arm] = {"merges": decisions(result.merges),
                        "failed": {v.request_id: v.defect for v in result.failed}}
     assert record == snapshot(name=snapshot_backend)
@@ -78,11 +78,11 @@ RESIDUAL = [(32, "slots", "all")]
 @pytest.mark.parametrize("seed, failing, passing", RESIDUAL, ids=[f"seed{r[0]}" for r in RESIDUAL])
 def test_merge_decisions_of_the_residual_seeds(snapshot, snapshot_backend, seed, failing, passing):
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
     record = {}
     for arm in (failing, passing):
-        result = scenario.run_scenario(workload, arm, seed, expected=expected, record_merges=True)
-        assert bool(result.failed) is (arm == failing), f"seed {seed} arm {arm}; replay: {replay_command(arm, seed, 'markov')}"
+        result = scenario.run_scenario(workload, arm, RunSpec(seed=seed), expected=expected, record_merges=True)
+        assert bool(result.failed) is (arm == failing), f"seed {seed} arm {arm}; replay: {RunSpec(seed=seed).replay_command(arm)}"
         record[arm] = {"merges": decisions(result.merges),
                        "failed": {v.request_id: v.defect for v in result.failed}}
     assert record == snapshot(name=snapshot_backend)

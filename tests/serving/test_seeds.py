@@ -1,14 +1,14 @@
-"""The harness's seed (fixtures/seeds.py): the streams a workload draws on either backend, the
-seed's parsing and its default, read from TTSIM_SEED in one place (fixtures/settings.py)."""
+"""The harness's seed (harness/base/seeds.py): the streams a workload draws on either backend, the
+seed's parsing and its default, read from TTSIM_SEED in one place (harness/base/settings.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fixtures import seeds
-from fixtures.settings import read_seed
+from harness.base import seeds
+from harness.base.settings import read_seed
 
-#: draws recorded from ttsim.seed.stream before the workload's streams moved to fixtures.seeds:
+#: draws recorded from ttsim.seed.stream before the workload's streams moved to harness.base.seeds:
 #: a seed names the same workload, knobs, bucket churn and scratch allocations as it did
 RECORDED = [
     (("workload", "stage3"), 0, [918874763, 2940210208, 907969957, 1874004157]),

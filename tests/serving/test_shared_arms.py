@@ -1,4 +1,4 @@
-"""Arms sharing a run (fixtures.shared_arms) give each arm exactly its lone run's result.
+"""Arms sharing a run (harness.shared_arms) give each arm exactly its lone run's result.
 
 A sweep runs arms that read the device alike as one run while their merges write the same
 inputs, and reruns an arm from the start once it parts. These tests pin that it is exact:
@@ -10,9 +10,10 @@ import dataclasses
 
 import pytest
 
-from fixtures import scenario
-from fixtures.shared_arms import READ_FLAGS, SharedArmsGenerator, group_arms, split_by_effect
-from fixtures.workloads import stage3
+from harness.base.spec import RunSpec
+from harness import scenario
+from harness.shared_arms import READ_FLAGS, SharedArmsGenerator, group_arms, split_by_effect
+from harness.workloads import stage3
 from model.flags import ARMS
 from model.generator import MergeSite
 from model.merge_trace import read_trace
@@ -20,15 +21,6 @@ from model.serving import Engine
 
 pytestmark = [pytest.mark.needs_fault_injection, pytest.mark.our_generator]
 
-
-@pytest.fixture(autouse=True)
-def _our_generator():
-    """Sharing runs is the sweep's optimisation over OUR generator (a user's decides its own
-    merges, so its arms always run alone): these tests pin it with ours, whatever --generator says."""
-    from fixtures.system import generator_in_force
-
-    with generator_in_force(None):
-        yield
 
 # seed -> the groups that part from the run of the six merging arms (found with run_arms)
 # (seed 1: all+last-run and all+remap-marks share all's run and part at the merges their own
@@ -43,27 +35,28 @@ PARTING = {1: [["slots+guard", "all", "all+last-run", "all+remap-marks"], ["all+
 def _spy_partings(monkeypatch) -> list:
     """The groups that part from every shared run from now on (monkeypatch.undo() ends it)."""
     parted = []
-    run_group = scenario._run_group
+    real = scenario._GroupRun.run
 
-    def spy(workload, group, *args):
-        departed = run_group(workload, group, *args)
-        parted.extend(departed if len(group) > 1 else [])
-        return departed
+    def spy(self, expected):
+        results = real(self, expected)
+        parted.extend(self.departed if len(self.group) > 1 else [])
+        return results
 
-    monkeypatch.setattr(scenario, "_run_group", spy)
+    monkeypatch.setattr(scenario._GroupRun, "run", spy)
     return parted
 
 
-def _lone(workload, seed, expected, **kw):
-    return {arm: scenario.run_scenario(workload, arm, seed, expected=expected, **kw) for arm in ARMS}
+def _lone(workload, seed, expected, record_merges=False, **spec):
+    return {arm: scenario.run_scenario(workload, arm, RunSpec(seed=seed, **spec), expected=expected,
+                                       record_merges=record_merges) for arm in ARMS}
 
 
 @pytest.mark.parametrize("seed", sorted(PARTING))
 def test_shared_runs_equal_lone_runs(seed, monkeypatch):
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
     parted = _spy_partings(monkeypatch)
-    shared = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    shared = scenario.run_arms(workload, list(ARMS), RunSpec(seed=seed), expected=expected, record_merges=True)
     monkeypatch.undo()
     assert parted == PARTING[seed], f"seed {seed}: the arms part differently than pinned"
     lone = _lone(workload, seed, expected, record_merges=True)
@@ -82,13 +75,13 @@ def test_an_arm_whose_inputs_cannot_be_peeked_parts_and_still_equals_its_lone_ru
 
     seed = 104
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
     monkeypatch.setattr(ttsim.tensor, "peek", lambda t: None)
     parted = _spy_partings(monkeypatch)
-    shared = scenario.run_arms(workload, ["all", "all+last-run"], seed, expected=expected, record_merges=True)
+    shared = scenario.run_arms(workload, ["all", "all+last-run"], RunSpec(seed=seed), expected=expected, record_merges=True)
     monkeypatch.undo()
     assert parted == [["all+last-run"]]
-    lone = scenario.run_scenario(workload, "all+last-run", seed, expected=expected, record_merges=True)
+    lone = scenario.run_scenario(workload, "all+last-run", RunSpec(seed=seed), expected=expected, record_merges=True)
     assert dataclasses.asdict(shared["all+last-run"]) == dataclasses.asdict(lone)
 
 
@@ -101,18 +94,18 @@ def test_inference_mode_changes_no_result(monkeypatch):
 
     seed = 104
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
-    fast = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
+    fast = scenario.run_arms(workload, list(ARMS), RunSpec(seed=seed), expected=expected, record_merges=True)
     monkeypatch.setattr(torch, "inference_mode", contextlib.nullcontext)
-    plain = scenario.run_arms(workload, list(ARMS), seed, expected=expected, record_merges=True)
+    plain = scenario.run_arms(workload, list(ARMS), RunSpec(seed=seed), expected=expected, record_merges=True)
     assert {a: dataclasses.asdict(r) for a, r in fast.items()} == {a: dataclasses.asdict(r) for a, r in plain.items()}
 
 
 def test_shared_runs_write_the_lone_runs_merge_traces(tmp_path):
     seed = 104  # two arms part and are rerun: their partial merges must not be written
     workload = stage3(seed)
-    expected = scenario.serial_answers(workload, seed)
-    scenario.run_arms(workload, list(ARMS), seed, expected=expected, merge_trace=str(tmp_path / "shared.jsonl"))
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
+    scenario.run_arms(workload, list(ARMS), RunSpec(seed=seed, merge_trace=str(tmp_path / "shared.jsonl")), expected=expected)
     _lone(workload, seed, expected, merge_trace=str(tmp_path / "lone.jsonl"))
     assert (tmp_path / "shared.jsonl").read_bytes() == (tmp_path / "lone.jsonl").read_bytes()
     assert [run.meta["arm"] for run in read_trace(str(tmp_path / "shared.jsonl"))] == list(ARMS)
@@ -133,8 +126,7 @@ def test_a_failing_shared_run_still_writes_what_it_recorded(tmp_path, monkeypatc
 
     monkeypatch.setattr(Engine, "step", failing)
     with pytest.raises(RuntimeError, match="device lost"):
-        scenario.run_arms(workload, ["control", "slots", "all"], seed, expected=scenario.serial_answers(workload, seed),
-                          merge_trace=str(tmp_path / "t.jsonl"))
+        scenario.run_arms(workload, ["control", "slots", "all"], RunSpec(seed=seed, merge_trace=str(tmp_path / "t.jsonl")), expected=scenario.serial_answers(workload, RunSpec(seed=seed)))
     runs = read_trace(str(tmp_path / "t.jsonl"))
     assert [r.meta["arm"] for r in runs] == ["control", "slots", "all"] and all(r.merges for r in runs)
 
@@ -216,20 +208,21 @@ def test_without_a_remap_both_marks_are_the_rows_own():
 def test_on_a_given_backend_every_arm_runs_alone(monkeypatch):
     """Cards do not replay their timing, so arms sharing a run would not be independent
     samples: with a backend given (here ttsim's own, passed as one) nothing is shared."""
-    from fixtures.system import choose_backend
+    from harness.system import choose_backend
 
     seed = 100
     workload = stage3(seed)
     groups = []
-    run_group = scenario._run_group
+    real = scenario._GroupRun.run
 
-    def spy(workload, group, *args):
-        groups.append(list(group))
-        return run_group(workload, group, *args)
+    def spy(self, expected):
+        groups.append(list(self.group))
+        return real(self, expected)
 
-    monkeypatch.setattr(scenario, "_run_group", spy)
-    expected = scenario.serial_answers(workload, seed)
-    got = scenario.run_arms(workload, ["control", "slots"], seed, expected=expected, backend=choose_backend(hil=False))
+    monkeypatch.setattr(scenario._GroupRun, "run", spy)
+    expected = scenario.serial_answers(workload, RunSpec(seed=seed))
+    got = scenario.run_arms(workload, ["control", "slots"], RunSpec(seed=seed, backend=choose_backend(hil=False)),
+                            expected=expected)
     assert groups == [["control"], ["slots"]]
-    monkeypatch.setattr(scenario, "_run_group", run_group)
-    assert scenario.run_arms(workload, ["control", "slots"], seed, expected=expected)["slots"] == got["slots"]
+    monkeypatch.undo()
+    assert scenario.run_arms(workload, ["control", "slots"], RunSpec(seed=seed), expected=expected)["slots"] == got["slots"]

@@ -4,9 +4,9 @@ as a snapshot diff in the pull request. Snapshots are named per backend, so a ru
 
 import pytest
 
-from fixtures import scenario
-from fixtures.plugin.snapshots.names import backend_name
-from fixtures.workloads import stage3
+from harness import scenario
+from fixtures.snapshots import backend_name
+from harness.workloads import stage3
 
 
 def _backend(request) -> str:

@@ -1,4 +1,4 @@
-"""The Tenstorrent plugin's step policy (fixtures/engine/scheduler.py): with ``step_policy="phased"``
+"""The Tenstorrent plugin's step policy (harness/engine/scheduler.py): with ``step_policy="phased"``
 every engine step is all-prefill or all-decode, chunk continuations run in prefill steps only,
 and a prefill step that cannot be scheduled under KV pressure falls back to a decode step.
 vLLM's stock policy ("mixed"; "phased", what production runs, is the default) is the
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures import scenario
-from fixtures.sweep.arms import replay_command
-from fixtures.workloads import stage3
+from harness import scenario
+from harness.base.spec import PHASED, RunSpec, step_policy
+from harness.workloads import stage3
 from model.serving import TTRunner
 
 pytestmark = pytest.mark.needs_fault_injection
@@ -32,8 +32,7 @@ def _steps(monkeypatch, seed: int, policy: str, arm: str = "all"):
 
     monkeypatch.setattr(TTRunner, "execute", spy)
     workload = stage3(seed)
-    result = scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed),
-                                   step_policy=policy)
+    result = scenario.run_scenario(workload, arm, RunSpec(seed=seed, step_policy=step_policy(policy)), expected=scenario.serial_answers(workload, RunSpec(seed=seed)))
     return kinds, result
 
 
@@ -57,20 +56,24 @@ def test_under_kv_pressure_a_phased_run_still_finishes_every_request(monkeypatch
     never free)."""
     kinds, result = _steps(monkeypatch, 3, "phased", arm="all")
     assert result.preemptions > 0
-    assert result.failed == [], f"replay: {replay_command('all', 3, 'markov', 'phased')}"
+    assert result.failed == [], f"replay: {RunSpec(seed=3).replay_command('all')}"
 
 
 def test_an_unknown_step_policy_is_named():
-    from fixtures.system import make_scheduler
-
     with pytest.raises(ValueError, match="unknown step policy 'tt'; choose from mixed, phased"):
-        make_scheduler("markov", step_policy="tt")
+        step_policy("tt")
+
+
+def test_a_step_policy_is_a_type_not_a_string():
+    with pytest.raises(TypeError, match="step_policy must be a StepPolicy"):
+        RunSpec(step_policy="phased")
+    assert step_policy("phased") is PHASED and PHASED.plugin_layout and not step_policy("mixed").plugin_layout
 
 
 def _bare_scheduler():
-    from fixtures.system import make_scheduler
+    from harness.system import make_scheduler
 
-    return make_scheduler("markov", step_policy="phased")
+    return make_scheduler(RunSpec(step_policy=PHASED))
 
 
 class _Req:
@@ -128,7 +131,7 @@ def _decodes(monkeypatch, seed: int, policy: str, **workload_kw):
     monkeypatch.setattr(TTRunner, "execute", spy_execute)
     monkeypatch.setattr(Generator, "decode_forward", spy_decode)
     workload = stage3(seed, **workload_kw)
-    scenario.run_scenario(workload, "all", seed, expected=scenario.serial_answers(workload, seed), step_policy=policy)
+    scenario.run_scenario(workload, "all", RunSpec(seed=seed, step_policy=step_policy(policy)), expected=scenario.serial_answers(workload, RunSpec(seed=seed)))
     return calls
 
 
@@ -175,7 +178,7 @@ def test_phased_decodes_condense_rows_and_send_the_remap_the_generator_applies(m
     for p in ("phased", "mixed"):
         policy["now"] = p
         workload = stage3(0)
-        scenario.run_scenario(workload, "all", 0, expected=scenario.serial_answers(workload, 0), step_policy=p)
+        scenario.run_scenario(workload, "all", RunSpec(seed=0, step_policy=step_policy(p)), expected=scenario.serial_answers(workload, RunSpec(seed=0)))
     assert seen["phased"] and not seen["mixed"]
     assert all(sorted(r) == list(range(8)) and r != list(range(8)) and reset for r, reset in seen["phased"])
     assert gathered == [r for r, _ in seen["phased"]]
@@ -189,8 +192,7 @@ def test_the_host_is_fresh_at_every_merge(policy):
     disagrees with. (A one-step-stale host would show the device one ahead on every continuing
     row, kept by the rule and counted wrong here.)"""
     workload = stage3(0)
-    result = scenario.run_scenario(workload, "all+last-run", 0, expected=scenario.serial_answers(workload, 0),
-                                   record_merges=True, step_policy=policy)
+    result = scenario.run_scenario(workload, "all+last-run", RunSpec(seed=0, step_policy=step_policy(policy)), expected=scenario.serial_answers(workload, RunSpec(seed=0)), record_merges=True)
     assert result.failed == []
     assert result.merges, "the run must merge"
     wrong = [(e.step, r.slot) for e in result.merges for r in e.kept_wrong() if r.request_id is not None]

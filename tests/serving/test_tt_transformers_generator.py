@@ -15,9 +15,10 @@ import pytest
 import torch
 
 import ttsim
-from fixtures import loader, scenario
-from fixtures.system import System, generator_in_force
-from fixtures.workloads import FaultKnobs, stage3
+from harness import loader, scenario
+from harness.base.spec import RunSpec, parse_generator, step_policy
+from harness.system import System
+from harness.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.markov import greedy_reference
 from model.protocol import GREEDY, missing_methods, read_output
@@ -30,40 +31,32 @@ REGRESSED = f"{STYLE}:RegressedTtTransformersStyleGenerator"
 MODULE = "ttsim_user_generator_tt_transformers_style"
 
 
-@pytest.fixture
-def aliased(monkeypatch):
-    """Loading aliases `ttnn` to ttsim; take it out of sys.modules again afterwards."""
-    monkeypatch.delitem(sys.modules, "ttnn", raising=False)
-    yield
-    sys.modules.pop("ttnn", None)
-
-
-def _run(spec: str, seed: int, arm: str, step_policy: str) -> scenario.ScenarioResult:
+def _run(generator: str, seed: int, arm: str, policy: str) -> scenario.ScenarioResult:
     workload = stage3(seed)
-    with generator_in_force(loader.parse(spec), ttsim):
-        return scenario.run_scenario(workload, arm, seed, expected=scenario.serial_answers(workload, seed),
-                                     step_policy=step_policy)
+    spec = RunSpec(seed=seed, step_policy=step_policy(policy), generator=parse_generator(generator))
+    return scenario.run_scenario(workload, arm, spec, expected=scenario.serial_answers(workload, RunSpec(seed=seed)))
 
 
 def _failed(result) -> dict[str, str]:
     return {v.request_id: v.defect for v in result.failed}
 
 
-def test_it_loads_as_a_user_generator_and_speaks_the_protocol(aliased):
-    with generator_in_force(loader.parse(GOOD), ttsim) as user:
-        assert missing_methods(user.factory) == []
-        assert sys.modules[MODULE].ttnn is ttsim
-        system = System(0, FaultKnobs())
-        try:
-            gen = system.generator(flags=ARMS["all"])
-            assert isinstance(gen.model[0], TtModelAdapter) and gen.model_args[0].max_batch_size == 8
-        finally:
-            system.close()
+def test_it_loads_as_a_user_generator_and_speaks_the_protocol():
+    spec = RunSpec(seed=0, generator=parse_generator(GOOD))
+    user = loader.load(spec.generator, ttsim)
+    assert missing_methods(user.factory) == []
+    assert sys.modules[MODULE].ttnn is ttsim
+    system = System(spec, FaultKnobs())
+    try:
+        gen = system.generator(flags=ARMS["all"])
+        assert isinstance(gen.model[0], TtModelAdapter) and gen.model_args[0].max_batch_size == 8
+    finally:
+        system.close()
 
 
 @pytest.mark.needs_fault_injection
 @pytest.mark.parametrize("step_policy", ["mixed", "phased"])
-def test_the_treatment_arm_equals_the_oracle(step_policy, aliased, monkeypatch):
+def test_the_treatment_arm_equals_the_oracle(step_policy, monkeypatch):
     """Arm `all` on seeds including every pinned one: every request equals its serial answer,
     and the decode inputs went through the adapter (prepare_decode_inputs_host)."""
     calls = []
@@ -85,7 +78,7 @@ SLOT_REUSE = [(27, "req-14"), (48, "req-11")]
 
 @pytest.mark.needs_fault_injection
 @pytest.mark.parametrize("seed, request_id", SLOT_REUSE, ids=[f"slot-reuse-seed{s}" for s, _ in SLOT_REUSE])
-def test_deleting_the_prefilled_slot_forcing_fails_the_pinned_slot_reuse_seeds(seed, request_id, aliased):
+def test_deleting_the_prefilled_slot_forcing_fails_the_pinned_slot_reuse_seeds(seed, request_id):
     """Without the fix (arm control) the request reuses its slot's previous occupant's token; with
     it (arm slots) it passes; the regressed generator (forcing deleted) fails it again on arm slots."""
     control = _failed(_run(GOOD, seed, "control", "phased"))
@@ -97,7 +90,7 @@ def test_deleting_the_prefilled_slot_forcing_fails_the_pinned_slot_reuse_seeds(s
 
 
 @pytest.mark.needs_fault_injection
-def test_clearing_the_prefilled_set_after_every_decode_loses_the_forcing_under_mixed_steps(aliased):
+def test_clearing_the_prefilled_set_after_every_decode_loses_the_forcing_under_mixed_steps():
     """Upstream clears its prefilled-slot set after EVERY decode_forward. Under vLLM's stock mixed
     steps a request's final prefill chunk runs in a step whose decode does not include it yet, so
     that decode clears the record and the request's own first decode is not forced: seed 36 on
@@ -123,10 +116,9 @@ def _remap_run(model: str, spec: str, swap: bool, mesh_cols: int = 1) -> dict[st
     rows are exchanged (B in row 0, A in row 1) with ``slot_remap`` [1, 0, 2, ...] and a host one
     step STALE (token and position of the step before, as vLLM's async host is at a reset): only
     the device's gathered rows hold the right token, and only the gathered state the right history."""
-    system = System(5, FaultKnobs(), model=model, mesh_cols=mesh_cols)
+    system = System(RunSpec(seed=5, model=model, mesh_cols=mesh_cols, generator=parse_generator(spec)), FaultKnobs())
     try:
-        with generator_in_force(loader.parse(spec), ttsim):
-            gen = system.generator(flags=ARMS["all"])
+        gen = system.generator(flags=ARMS["all"])
         mp = system.max_pages
         prompts = {"A": list(range(40, 77)), "B": list(range(100, 150))}
         rows = {"A": torch.arange(1, mp + 1, dtype=torch.int32), "B": torch.arange(mp + 1, 2 * mp + 1,
@@ -157,7 +149,7 @@ def _remap_run(model: str, spec: str, swap: bool, mesh_cols: int = 1) -> dict[st
 
 @pytest.mark.parametrize("model, mesh_cols", [("markov", 1), ("tiny", 1), ("tiny", 2)],
                          ids=["markov", "tiny-tp1", "tiny-tp2"])
-def test_slot_remap_moves_the_device_rows_and_the_state_with_the_request(model, mesh_cols, aliased):
+def test_slot_remap_moves_the_device_rows_and_the_state_with_the_request(model, mesh_cols):
     plain = _remap_run(model, GOOD, swap=False, mesh_cols=mesh_cols)
     if model == "markov":
         assert plain == {n: greedy_reference(p, 7) for n, p in
@@ -165,20 +157,18 @@ def test_slot_remap_moves_the_device_rows_and_the_state_with_the_request(model, 
     assert _remap_run(model, GOOD, swap=True, mesh_cols=mesh_cols) == plain
 
 
-def test_untraced_serial_answers_through_it_equal_the_sweep_models_reference(aliased):
+def test_untraced_serial_answers_through_it_equal_the_sweep_models_reference():
     """The oracle's own path (no merge, enable_trace=False: prepare_inputs_decode and an eager
     ttnn_decode_forward per step) through this generator gives the host reference."""
     workload = stage3(3, n_requests=6)
-    with generator_in_force(loader.parse(GOOD), ttsim):
-        on_device = scenario.serial_answers(workload, 3, on_device=True)
+    on_device = scenario.serial_answers(workload, RunSpec(seed=3, generator=parse_generator(GOOD)), on_device=True)
     assert on_device == {r.request_id: greedy_reference(r.prompt, r.max_tokens) for r in workload.requests}
 
 
-def test_a_bad_slot_remap_is_refused_by_the_models_gather(aliased):
-    system = System(0, FaultKnobs())
+def test_a_bad_slot_remap_is_refused_by_the_models_gather():
+    system = System(RunSpec(seed=0, generator=parse_generator(GOOD)), FaultKnobs())
     try:
-        with generator_in_force(loader.parse(GOOD), ttsim):
-            gen = system.generator(flags=ARMS["all"])
+        gen = system.generator(flags=ARMS["all"])
         table = torch.zeros(1, system.max_pages, dtype=torch.int32)
         gen.prefill_forward(torch.tensor([[5, 6, 7]]), table, empty_slots=[0], sampling_params=GREEDY)
         with pytest.raises(ValueError, match="gather_slots: remap is not a permutation of 0..7"):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import cli
-from fixtures.errors import UsageError
-from fixtures.sweep import verdict
+from harness.commands import cli
+from harness.base.errors import UsageError
+from harness.sweep import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,13 +99,14 @@ def test_a_generator_without_flags_runs_as_is_and_is_refused_other_arms(no_flags
 
 
 def test_an_undeclared_or_bad_ttsim_flags_is_named(tmp_path, monkeypatch):
-    from fixtures import loader
+    from harness import loader
+    from harness.base.spec import GeneratorSpecError, parse_generator
     from model.flags import USER_FLAGS
 
-    spec = loader.parse(f"{tmp_path / 'g.py'}:make")
+    spec = parse_generator(f"{tmp_path / 'g.py'}:make")
     assert loader.honoured_flags(spec, object()) == USER_FLAGS
     bad = type("F", (), {"ttsim_flags": ("prefilled_slots_fix", "bogus")})
-    with pytest.raises(loader.GeneratorSpecError, match="names unknown flag"):
+    with pytest.raises(GeneratorSpecError, match="names unknown flag"):
         loader.honoured_flags(spec, bad)
-    with pytest.raises(loader.GeneratorSpecError, match="must be a tuple of flag names"):
+    with pytest.raises(GeneratorSpecError, match="must be a tuple of flag names"):
         loader.honoured_flags(spec, type("F", (), {"ttsim_flags": "merge"}))

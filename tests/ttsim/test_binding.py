@@ -23,9 +23,10 @@ import pytest
 import torch
 
 import ttsim
-from fixtures import scenario
-from fixtures.system import SimBackend
-from fixtures.workloads import FaultKnobs, stage3
+from harness.base.spec import RunSpec
+from harness import scenario
+from harness.system import SimBackend
+from harness.workloads import FaultKnobs, stage3
 from model.flags import ARMS
 from model.protocol import GREEDY, read_output
 from model.qwen36 import Qwen36Model
@@ -158,7 +159,7 @@ def recording(real):
     mp = pytest.MonkeyPatch()
     try:
         _record_methods(mp, rec, real)
-        system = scenario.System(7, FaultKnobs(), model="tiny", mesh_cols=2, backend=SimBackend(proxy))
+        system = scenario.System(RunSpec(seed=7, model="tiny", mesh_cols=2, backend=SimBackend(proxy)), FaultKnobs())
         try:
             gen = system.generator(flags=ARMS["all"])
             rows = torch.zeros(2, system.max_pages, dtype=torch.int32)
@@ -191,8 +192,7 @@ def recording(real):
         # and the what-if arm: its mechanisms beyond upstream must bind too (uninitialized inputs,
         # non-blocking merge reads)
         for arm in ("all", "what-if"):
-            result = scenario.run_scenario(workload, arm, 9, expected={r.request_id: [] for r in workload.requests},
-                                           model="tiny", mesh_cols=2, backend=SimBackend(proxy))
+            result = scenario.run_scenario(workload, arm, RunSpec(seed=9, model="tiny", mesh_cols=2, backend=SimBackend(proxy)), expected={r.request_id: [] for r in workload.requests})
             assert [len(v.got) for v in result.verdicts] == [r.max_tokens for r in workload.requests]
     finally:
         mp.undo()
@@ -224,7 +224,7 @@ def test_a_planted_bad_keyword_or_extra_positional_is_caught(real, monkeypatch):
     add, all_reduce = ttsim.add, ttsim.all_reduce
     monkeypatch.setattr(ttsim, "add", lambda a, b, *, fused_bias=None, **kw: add(a, b, **kw))
     monkeypatch.setattr(ttsim, "all_reduce", lambda x, _axis=None, **kw: all_reduce(x, **kw))
-    system = scenario.System(7, FaultKnobs(), model="markov", mesh_cols=2, backend=SimBackend(proxy))
+    system = scenario.System(RunSpec(seed=7, model="markov", mesh_cols=2, backend=SimBackend(proxy)), FaultKnobs())
     try:
         x = proxy.from_torch(torch.ones(1, 1, 32, 32), dtype=proxy.bfloat16, layout=proxy.TILE_LAYOUT,
                              device=system.mesh, mesh_mapper=proxy.ReplicateTensorToMesh(system.mesh))

@@ -1,4 +1,4 @@
-"""Issue 35, device side: paged_update_cache and paged SDPA decode consume a device-resident
+"""Garbage on the device side: paged_update_cache and paged SDPA decode consume a device-resident
 position as a card does (tt-metal's readers: ``uint32_t`` index, skip only ``== (uint32_t)-1``,
 ``page_table[row][pos / block_size]`` unchecked), and ttsim records each such access.
 

@@ -178,7 +178,7 @@ def test_the_memo_is_not_served_once_its_values_were_written_into(device):
 
 
 def test_inference_tensors_are_converted_on_every_read_and_show_in_place_writes(device):
-    """Scenarios run in torch's inference mode (fixtures/scenario.py): a buffer's data then has
+    """Scenarios run in torch's inference mode (harness/scenario.py): a buffer's data then has
     no version counter, so the memo is never made and an in-place write must still show."""
     from ttsim.ops.base import chip_logical
 

@@ -1,6 +1,6 @@
 """``ttsim.tensor.peek``: a blocking read's result without the read, or None where it could differ.
 
-The sweep's shared runs (fixtures.shared_arms) peek the inputs of the trace an arm with
+The sweep's shared runs (harness.shared_arms) peek the inputs of the trace an arm with
 ``merge_from_last_run`` reads while the run reads another's: exact only if a peek returns
 what that read returns and leaves the device as it was.
 """

@@ -1,6 +1,6 @@
 """Matmul program configs: the fields that change values are modelled (fused_activation, applied
 in the kernel on a @ b + bias) or refused by name (untilize_out); the rest schedule the kernel.
-Issue 25: the fused activation used to be dropped silently (PCC 0.85 against the golden).
+The fused activation used to be dropped silently (PCC 0.85 against the golden).
 Also init_device_compute_kernel_config's defaults."""
 
 import pytest

@@ -230,7 +230,7 @@ def test_value_heads_that_are_not_a_multiple_of_key_heads_are_refused(device):
         ttsim.transformer.chunk_gated_delta_rule(*(_dev(x, device) for x in (q, k, v, g, beta)))
 
 
-# -- issue 25: tilize_with_val_padding's logical shape, rank-0 tensors through TILE --------
+# -- tilize_with_val_padding's logical shape, rank-0 tensors through TILE --------
 
 def _rm(x, device):
     return ttsim.from_torch(x, dtype=ttsim.bfloat16, device=device)
