@@ -186,7 +186,11 @@ from .ops.shape import (
     unsqueeze,
     unsqueeze_to_4D,
 )
-from .creation import DumpTensorMode, as_tensor
+from .creation import DumpTensorMode, as_tensor, zeros
+from .comparison import pearson_correlation_coefficient
+from .ops.ternary import addcmul, mac
+from .ops.split import chunk, repeat_interleave
+from .ops.distributed_norm import rms_norm_post_all_gather, rms_norm_pre_all_gather
 from .grid import CoreGrid, CoreRange, CoreRangeSet
 from .ops.matmul_config import (
     MatmulMultiCoreReuseMultiCast1DProgramConfig,

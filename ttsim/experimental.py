@@ -12,7 +12,16 @@ from .ops.rotary import rotary_embedding, rotary_embedding_hf, rotary_embedding_
 from .ops.attention import paged_fill_cache, paged_update_cache
 from .ops.layout_ops import view
 
+# -- attention heads and in-place slice writes --------------------------------------------
+from .ops.heads import nlp_concat_heads, nlp_concat_heads_decode, nlp_create_qkv_heads, nlp_create_qkv_heads_decode
+from .ops.split import slice_write
+
 __all__ = [
+    "nlp_concat_heads",
+    "nlp_concat_heads_decode",
+    "nlp_create_qkv_heads",
+    "nlp_create_qkv_heads_decode",
+    "slice_write",
     "paged_fill_cache",
     "paged_update_cache",
     "view",

@@ -252,6 +252,58 @@ def _leaky_relu(input_tensor, negative_slope=0.01, *args, **_):
     return F.leaky_relu(input_tensor, negative_slope=negative_slope)
 
 
+def _mac(input_tensor_a, input_tensor_b, input_tensor_c, *args, **kwargs):
+    """0.81.1's: one fp32 multiply-add, rounded once to the first tensor operand's dtype."""
+    vals = [x.float() if isinstance(x, torch.Tensor) else x for x in (input_tensor_a, input_tensor_b, input_tensor_c)]
+    out_dtype = next(x.dtype for x in (input_tensor_a, input_tensor_b, input_tensor_c) if isinstance(x, torch.Tensor))
+    return torch.add(torch.mul(vals[0], vals[1]), vals[2]).to(out_dtype)
+
+
+def _addcmul(input_a, input_b, input_c, *args, value=1, **kwargs):
+    return torch.addcmul(input_a, input_b, input_c, value=value)
+
+
+def _zeros(shape, dtype=None, *args, **kwargs):
+    from .numerics import TORCH_STORAGE
+
+    return torch.zeros(tuple(shape), dtype=torch.bfloat16 if dtype is None else TORCH_STORAGE[dtype])
+
+
+def _chunk(input_tensor, chunks, dim, *args, **kwargs):
+    return list(torch.chunk(input_tensor, chunks, dim=dim))
+
+
+def _repeat_interleave(tensor, repeats, dim=0, **_):
+    return torch.repeat_interleave(tensor, repeats, dim=dim)
+
+
+def _slice_write(input_tensor, output_tensor, start, end, step, *args, **kwargs):
+    """0.81.1's: writes into the given output (callers keep seeing each write)."""
+    output_tensor[tuple(slice(int(a), int(b), int(c)) for a, b, c in zip(start, end, step))] = input_tensor
+    return output_tensor
+
+
+def _rms_pre_all_gather(input_tensor, *, residual_input_tensor=None, **_):
+    """sum(x^2) in column 0 of a 32-wide block (0.81.1's golden; the other columns are undefined there,
+    zeros here as in ttsim's op)."""
+    if residual_input_tensor is not None:
+        input_tensor = input_tensor + residual_input_tensor
+    stats = torch.zeros(*input_tensor.shape[:-1], 32)
+    stats[..., 0] = input_tensor.float().square().sum(dim=-1)
+    return stats
+
+
+def _rms_post_all_gather(input_tensor, stats, *, epsilon=1e-12, weight=None, bias=None, **_):
+    chips = stats.shape[-1] // 32
+    mean_sq = stats[..., ::32].sum(dim=-1, keepdim=True) / (input_tensor.shape[-1] * chips)
+    out = input_tensor * torch.rsqrt(mean_sq + epsilon)
+    if weight is not None:
+        out = out * weight.reshape(-1)[: out.shape[-1]]
+    if bias is not None:
+        out = out + bias.reshape(-1)[: out.shape[-1]]
+    return out
+
+
 def _goldens(t) -> dict:
     """The golden of each op ttsim models, keyed by the op object of the namespace ``t``."""
     return {
@@ -283,6 +335,12 @@ def _goldens(t) -> dict:
         t.cosh: _unary(torch.cosh), t.atan: _unary(torch.atan), t.isnan: _unary(torch.isnan),
         t.logical_not: _unary(torch.logical_not), t.relu6: _unary(F.relu6), t.softsign: _unary(F.softsign),
         t.hardsigmoid: _unary(F.hardsigmoid), t.hardswish: _unary(F.hardswish),
+        # qwen36's vocabulary (0.81.1's goldens)
+        t.mac: _mac, t.addcmul: _addcmul, t.zeros: _zeros, t.chunk: _chunk, t.repeat_interleave: _repeat_interleave,
+        t.experimental.slice_write: _slice_write, t.rms_norm_pre_all_gather: _rms_pre_all_gather,
+        t.rms_norm_post_all_gather: _rms_post_all_gather,
+        t.pearson_correlation_coefficient: lambda expected, actual, *a, **k: t.pearson_correlation_coefficient(
+            expected, actual),
     }
 
 

@@ -39,6 +39,7 @@ ANY_OP: dict[str, str] = {
     "use_low_perf": "a slower kernel that uses less L1: speed only",
     "cache_dump_mode": "how a multi-host cache miss writes the file; ttsim is one host and writes it whole",
     "worker_l1_size": "size of worker L1 (0 = hardware default)",
+    "use_2d_core_grid": "runs the distributed norm on a 2D core grid: which cores run the op",
 }
 
 _HELPER_TENSOR = "precomputed constant helper tensor for the card's kernel; ttsim builds its own"
@@ -61,6 +62,8 @@ PER_OP: dict[str, dict[str, str]] = {
         "ones": _HELPER_TENSOR,
         "masks": "precomputed constant helper tensors for the card's kernel; ttsim builds its own",
     },
+    "experimental.nlp_create_qkv_heads_decode": {
+        "overlap_qk_coregrid": "whether q's and k's output shards share cores: placement only"},
     "softmax": _STABLE_SOFTMAX,
     "softmax_in_place": _STABLE_SOFTMAX,
     "scale_mask_softmax": _STABLE_SOFTMAX,

@@ -242,6 +242,15 @@ def _reshape_real(overloads, dump):
     return [{"params": params}]
 
 
+def _unary_with_param_real(overloads, dump):
+    """(op /) | (op /, p /) | (op /, p0 /, p1 /) | ((op, p) /): ttsim's ``(arg, /, *params)`` covers the first
+    three, a tuple first argument the rest; the real overloads must still be exactly those arities."""
+    arities = sorted({len(o["params"]) for o in overloads})
+    assert arities == [1, 2, 3], arities
+    assert all(p["kind"] == "POSITIONAL_ONLY" for o in overloads for p in o["params"])
+    return [{"params": [{"name": "arg", "kind": "POSITIONAL_ONLY"}, {"name": "params", "kind": "VAR_POSITIONAL"}]}]
+
+
 #: Where real ttnn's signature cannot be mirrored in Python: name -> (what differs, why, adjust).
 #: ``adjust(real_overloads, dump)`` returns the overloads to compare against, or None for
 #: "constructor not compared" (only for classes user code never constructs in either package).
@@ -289,6 +298,12 @@ SIGNATURE_EXCEPTIONS = {
         "ttsim (input_tensor, shape, padded_shape=None, *, ...)",
         "one Python signature for both; a positional third argument is the padded shape",
         _reshape_real),
+    "UnaryWithParam": (
+        "real overloads (op /) | (op /, param /) | (op /, param0 /, param1 /) | ((op, param) /); ttsim "
+        "(arg, /, *params)",
+        "several positional-only overloads of different arity are one Python signature with *params; more "
+        "than two params, or a tuple with extra params, are refused",
+        _unary_with_param_real),
     "MeshDevice": (
         "real __init__ is (*args, **kwargs) (no bound constructor); ttsim's takes chips and queue counts",
         "both are created by open_mesh_device / open_device only",
