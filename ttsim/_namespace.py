@@ -160,6 +160,7 @@ from .ops.eltwise import (
 )
 from .ops.matmul import linear, matmul
 from .ops.ccl import Topology, all_gather, all_reduce, reduce_scatter
+from .ops.ccl_async import MinimalMatmulConfig, create_global_semaphore
 from .ops.embedding import EmbeddingsType, embedding
 from .ops.normalization import (
     layer_norm,

@@ -16,7 +16,21 @@ from .ops.layout_ops import view
 from .ops.heads import nlp_concat_heads, nlp_concat_heads_decode, nlp_create_qkv_heads, nlp_create_qkv_heads_decode
 from .ops.split import slice_write
 
+# -- asynchronous collectives (ttsim/ops/ccl_async.py) and the fast N/C reduction ---------
+from .ops.ccl_async import (
+    all_gather_async,
+    all_gather_minimal_matmul_async,
+    matmul_reduce_scatter_async,
+    reduce_scatter_minimal_async,
+)
+from .ops.reduction import fast_reduce_nc
+
 __all__ = [
+    "all_gather_async",
+    "all_gather_minimal_matmul_async",
+    "fast_reduce_nc",
+    "matmul_reduce_scatter_async",
+    "reduce_scatter_minimal_async",
     "nlp_concat_heads",
     "nlp_concat_heads_decode",
     "nlp_create_qkv_heads",

@@ -50,6 +50,8 @@ _REGION_SIZES = {
     "trace_region_size": "size of the trace region (validated)",
 }
 _TILE_PADDING = {"pad_value": "fills tile padding only; logical values unchanged"}
+_BARRIER = ("a semaphore the chips meet on before the op (checked: same mesh, reads 0): ordering only, as ttsim "
+            "runs a collective as one command")
 
 #: Op-specific hints, keyed by the op's path below ``ttsim`` (as EXTENSIONS is).
 PER_OP: dict[str, dict[str, str]] = {
@@ -64,6 +66,20 @@ PER_OP: dict[str, dict[str, str]] = {
     },
     "experimental.nlp_create_qkv_heads_decode": {
         "overlap_qk_coregrid": "whether q's and k's output shards share cores: placement only"},
+    "experimental.all_gather_async": {
+        "use_optimal_ccl_for_llama": "selects Llama-tuned CCL kernels: speed only",
+        "barrier_semaphore": _BARRIER},
+    "experimental.reduce_scatter_minimal_async": {"barrier_semaphore": _BARRIER},
+    "experimental.all_gather_minimal_matmul_async": {
+        "config": "MinimalMatmulConfig: block sizes and grid of the matmul (the same fp32 sums)",
+        "barrier_semaphore": _BARRIER,
+        "force_transpose": "the kernel's internal operand order (True, the default, is the plain product; False "
+                           "is refused)"},
+    "experimental.matmul_reduce_scatter_async": {
+        "barrier_semaphore": _BARRIER,
+        "memory_config_mm": "placement of the matmul output",
+        "memory_config_rs": "placement of the reduce-scatter output",
+        "intermediate_memory_config_rs": "placement of the reduce-scatter's staging buffer"},
     "softmax": _STABLE_SOFTMAX,
     "softmax_in_place": _STABLE_SOFTMAX,
     "scale_mask_softmax": _STABLE_SOFTMAX,
@@ -134,6 +150,7 @@ _REUSE = ("compute_with_storage_grid_size", "in0_block_w", "out_subblock_h", "ou
           "per_core_N", "allowed_worker_cores")
 _MCAST = _REUSE + ("out_block_h", "out_block_w", "fuse_batch")
 
+_MINIMAL_BLOCKS = "block size of the minimal matmul: the same fp32 sums"
 #: not hints, never listed: fused_activation (modelled), untilize_out (refused); SDPA's chunk sizes (modelled)
 CONFIG_FIELDS: dict[str, dict[str, str]] = {
     "MatmulMultiCoreReuseProgramConfig": _schedule(*_REUSE),
@@ -142,6 +159,9 @@ CONFIG_FIELDS: dict[str, dict[str, str]] = {
                                                               "num_global_cb_receivers", "stream_in1"),
     "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig": _schedule("in0_block_w", "per_core_M", "per_core_N",
                                                                        "num_workers_per_dram_bank"),
+    "MinimalMatmulConfig": {"M_block_size": _MINIMAL_BLOCKS, "K_block_size": _MINIMAL_BLOCKS,
+                            "N_block_size": _MINIMAL_BLOCKS, "subblock_h": _MINIMAL_BLOCKS,
+                            "subblock_w": _MINIMAL_BLOCKS, "compute_with_storage_grid_size": _GRID},
     "SDPAProgramConfig": {
         "compute_with_storage_grid_size": _GRID,
         "sub_core_grids": _GRID,
