@@ -9,7 +9,7 @@ from __future__ import annotations
 from .ops.rotary import rotary_embedding, rotary_embedding_hf, rotary_embedding_llama
 
 # -- paged KV cache ops (ttsim/ops/attention.py) -------------------------------------------
-from .ops.attention import paged_fill_cache, paged_update_cache
+from .ops.attention import paged_fill_cache, paged_fused_update_cache, paged_update_cache
 from .ops.layout_ops import view
 
 # -- attention heads and in-place slice writes --------------------------------------------
@@ -37,6 +37,7 @@ __all__ = [
     "nlp_create_qkv_heads_decode",
     "slice_write",
     "paged_fill_cache",
+    "paged_fused_update_cache",
     "paged_update_cache",
     "view",
     "rotary_embedding",

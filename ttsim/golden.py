@@ -304,6 +304,36 @@ def _rms_post_all_gather(input_tensor, stats, *, epsilon=1e-12, weight=None, bia
     return out
 
 
+def _chunk_gdn(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False, chunk_size=64,
+               use_qk_l2norm=False, output_head_major=False, **_):
+    """0.81.1's: key heads repeated to the value heads, the chunked rule, o head-major on request."""
+    from .kernels import gdn as G
+
+    group = v.shape[2] // q.shape[2]
+    if group > 1:
+        q, k = q.repeat_interleave(group, dim=2), k.repeat_interleave(group, dim=2)
+    o, state = G.chunk_gated_delta_rule(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                                        chunk_size=chunk_size, use_qk_l2norm=use_qk_l2norm)
+    if output_head_major:
+        o = o.permute(0, 2, 1, 3).reshape(-1, o.shape[1], o.shape[-1])
+    return o, state if output_final_state else None
+
+
+def _gated_delta_attn_seq(L_unit, v_beta_sc, k_bd_sc, intra_attn, q_decay, k_decay_t, dl_exp, L_inv, *,  # noqa: N803
+                          initial_state=None, **_):
+    """0.81.1's: per chunk, lower-triangular solves against L_unit, then the state scan."""
+    bh, nc, _, kd = q_decay.shape
+    state = torch.zeros(bh, kd, v_beta_sc.shape[-1]) if initial_state is None else initial_state.float()
+    outs = []
+    for j in range(nc):
+        lower = L_unit[:, j].float()
+        v_new = torch.linalg.solve_triangular(lower, v_beta_sc[:, j].float(), upper=False) - \
+            torch.linalg.solve_triangular(lower, k_bd_sc[:, j].float(), upper=False) @ state
+        outs.append(q_decay[:, j].float() @ state + intra_attn[:, j].float() @ v_new)
+        state = state * dl_exp[:, j].float().reshape(bh, 1, 1) + k_decay_t[:, j].float() @ v_new
+    return torch.stack(outs, dim=1), state
+
+
 def _goldens(t) -> dict:
     """The golden of each op ttsim models, keyed by the op object of the namespace ``t``."""
     return {
@@ -339,6 +369,7 @@ def _goldens(t) -> dict:
         t.mac: _mac, t.addcmul: _addcmul, t.zeros: _zeros, t.chunk: _chunk, t.repeat_interleave: _repeat_interleave,
         t.experimental.slice_write: _slice_write, t.rms_norm_pre_all_gather: _rms_pre_all_gather,
         t.rms_norm_post_all_gather: _rms_post_all_gather,
+        t.transformer.chunk_gated_delta_rule: _chunk_gdn, t.transformer.gated_delta_attn_seq: _gated_delta_attn_seq,
         t.pearson_correlation_coefficient: lambda expected, actual, *a, **k: t.pearson_correlation_coefficient(
             expected, actual),
     }

@@ -70,11 +70,11 @@ REFUSED = [
     ("sigmoid-vector_mode", lambda d, t: ttsim.sigmoid(t, vector_mode=2), r"vector_mode=2 is not modelled"),
     ("record_event-range", lambda d, t: ttsim.record_event(d, 0, device_range=object()), r"device_range is not modelled"),
     ("open_mesh-offset", lambda d, t: ttsim.open_mesh_device(ttsim.MeshShape(1, 1), offset=(0, 1)), r"offset="),
-    ("gdn-head_major", lambda d, t: T.chunk_gated_delta_rule(*_gdn(d), output_head_major=True), r"output_head_major=True"),
     ("gdn-per_token", lambda d, t: T.fused_recurrent_gated_delta_rule(*_gdn(d), output_per_token_state=True),
      r"output_per_token_state=True"),
     ("chunked-start_tensor", lambda d, t: T.chunked_scaled_dot_product_attention(
-        t, t, t, _ints([[0]], d), 0, chunk_start_idx_tensor=_ints([0], d)), r"chunk_start_idx_tensor="),
+        t, t, t, _ints([[0]], d), 0, chunk_start_idx_tensor=_ints([0], d)),
+     r"!\(chunk_start_idx.has_value\(\) && chunk_start_idx_tensor.has_value\(\)\)"),
     ("chunked-geometry", lambda d, t: T.chunked_scaled_dot_product_attention(
         t, t, t, _ints([[0]], d), 0, paged_cache_geometry=object()), r"paged_cache_geometry="),
     ("decode-geometry", lambda d, t: T.paged_scaled_dot_product_attention_decode(
