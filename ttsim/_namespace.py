@@ -190,6 +190,7 @@ from .ops.shape import (
 from .creation import DumpTensorMode, as_tensor, zeros
 from .comparison import pearson_correlation_coefficient
 from .ops.ternary import addcmul, mac
+from .ops.conv import Conv1dConfig, Conv2dL1FullSliceConfig, PaddingMode, conv1d, prepare_conv_weights
 from .ops.split import chunk, repeat_interleave
 from .ops.distributed_norm import rms_norm_post_all_gather, rms_norm_pre_all_gather
 from .grid import CoreGrid, CoreRange, CoreRangeSet

@@ -183,6 +183,12 @@ class Tensor:
             raise TTFatal(f"memory_config: {_describe(self)} is not on a device")
         return self._memory_config
 
+    def is_sharded(self) -> bool:
+        """Whether the tensor is placed sharded (a host tensor is not)."""
+        from .types import TensorMemoryLayout
+
+        return self._device is not None and self._memory_config.memory_layout != TensorMemoryLayout.INTERLEAVED
+
     def storage_type(self) -> str:
         return "StorageType.HOST" if self._device is None else "StorageType.DEVICE"
 
