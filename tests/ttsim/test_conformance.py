@@ -262,6 +262,15 @@ def _after_optional_buffer(buffer_name):
     return adjust
 
 
+def _pad_real(overloads):
+    names = [[p["name"] for p in o["params"]] for o in overloads]
+    assert names[1][:4] == ["input_tensor", "output_padded_shape", "input_tensor_start", "value"], names
+    first = overloads[0]["params"]
+    assert [p["name"] for p in first[:3]] == ["input_tensor", "padding", "value"], names
+    return [{"params": [dict(p) for p in first[:3]] + [{"name": "args", "kind": "VAR_POSITIONAL"}]
+             + [dict(p) for p in first[3:]]}]
+
+
 #: Where real ttnn's signature cannot be mirrored in Python: name -> (what differs, why, adjust).
 #: ``adjust(real_overloads, dump)`` returns the overloads to compare against, or None for
 #: "constructor not compared" (only for classes user code never constructs in either package).
@@ -327,6 +336,12 @@ SIGNATURE_EXCEPTIONS = {
         "defaults dim and multi_device_global_semaphore to None",
         "a default before required parameters (nanobind) cannot be spelled in Python; missing ones are refused",
         _after_optional_buffer("persistent_output_buffers")),
+    "pad": (
+        "real overloads (input_tensor, padding, value, *, ...) | (input_tensor, output_padded_shape, "
+        "input_tensor_start, value, *, ...); ttsim (input_tensor, padding, value, *args, ...)",
+        "one Python signature: a fourth positional argument selects the second overload (its value); the "
+        "second overload's keyword names are not accepted",
+        lambda ov, d: _pad_real(ov)),
     "MeshDevice": (
         "real __init__ is (*args, **kwargs) (no bound constructor); ttsim's takes chips and queue counts",
         "both are created by open_mesh_device / open_device only",

@@ -219,3 +219,15 @@ def test_unary_with_param_arity_is_0_81_1s():
     with pytest.raises(ttsim.TTFatal, match="a tuple argument is"):
         ttsim.UnaryWithParam((U.ELU, 1.0), 2.0)
     assert ttsim.UnaryWithParam((U.ELU, 0.5)).params == [0.5]
+
+
+def test_pad_to_an_output_shape_at_a_start_offset(device):
+    """0.81.1's second pad overload, attention/tp.py's ttnn.pad(k, [1, B, 32, HD], [0, 0, 0, 0], 0.0)."""
+    x = _bf(torch.randn(1, 2, 3, 64, generator=_g(50)))
+    got = ttsim.pad(_dev(x, device), [1, 2, 32, 64], [0, 0, 0, 0], 0.0, memory_config=ttsim.L1_MEMORY_CONFIG)
+    assert list(got.shape) == [1, 2, 32, 64]
+    assert torch.equal(ttsim.to_torch(got), F.pad(x, (0, 0, 0, 29)))
+    shifted = ttsim.to_torch(ttsim.pad(_dev(x, device), [1, 2, 8, 64], [0, 0, 2, 0], -1.0))
+    assert torch.equal(shifted, F.pad(x, (0, 0, 2, 3), value=-1.0))
+    with pytest.raises(ttsim.TTFatal, match="one entry per dim"):
+        ttsim.pad(_dev(x, device), [2, 32, 64], [0, 0, 0], 0.0)

@@ -47,8 +47,10 @@ class SDPAProgramConfig:
                  exp_approx_mode=None, max_cores_per_head_batch=16, max_k_splits=1, matmul_math_fidelity=None,
                  segmented_accumulation=False):
         for name, value in (("q_chunk_size", q_chunk_size), ("k_chunk_size", k_chunk_size)):
-            if not isinstance(value, int) or value <= 0 or value % TILE_SIZE:
-                raise TTFatal(f"SDPAProgramConfig: {name} must be a positive multiple of {TILE_SIZE}, got {value!r}")
+            # 0 is the decode kernel's own choice (attention/tp.py's decode config passes 0 for both)
+            if not isinstance(value, int) or value < 0 or value % TILE_SIZE:
+                raise TTFatal(f"SDPAProgramConfig: {name} must be 0 or a positive multiple of {TILE_SIZE}, "
+                              f"got {value!r}")
         self.compute_with_storage_grid_size = compute_with_storage_grid_size
         self.sub_core_grids = sub_core_grids
         self.q_chunk_size = q_chunk_size
@@ -72,10 +74,18 @@ class SDPAProgramConfig:
 _DEFAULT_CHUNK = 32
 
 
-def _chunks(program_config) -> tuple[int, int]:
+def _chunks(program_config, op: str = "", decode: bool = False) -> tuple[int, int]:
+    """The config's chunk sizes; a decode's 0 (the kernel chooses) is the default chunk, which only
+    reorders its fp32 sums; a prefill's 0 is not modelled."""
     if program_config is None:
         return _DEFAULT_CHUNK, _DEFAULT_CHUNK
-    return program_config.q_chunk_size, program_config.k_chunk_size
+    qc, kc = program_config.q_chunk_size, program_config.k_chunk_size
+    if decode:
+        return qc or _DEFAULT_CHUNK, kc or _DEFAULT_CHUNK
+    if not qc or not kc:
+        raise TTFatal(f"{op}: a chunk size of 0 (the decode kernel's own choice) is not modelled for prefill; "
+                      f"pass positive multiples of {TILE_SIZE}")
+    return qc, kc
 
 
 @contextmanager
@@ -194,7 +204,7 @@ def scaled_dot_product_attention(
     if sink is not None:
         inputs.append(sink)
     require_same_device(op, dict(zip(["q", "k", "v", "mask", "sink"], inputs)))
-    qc, kc = _chunks(program_config)
+    qc, kc = _chunks(program_config, op)
     has_mask = attn_mask is not None
 
     def math(q, k, v, *rest):
@@ -252,7 +262,7 @@ def chunked_scaled_dot_product_attention(
     _refuse(op, paged_cache_geometry=paged_cache_geometry)
     window = _window(op, sliding_window_size)
     sink = _sink_input(op, attention_sink, input_tensor_q.shape[1], decode=False)
-    qc, kc = _chunks(program_config)
+    qc, kc = _chunks(program_config, op)
     start_tensor = _chunk_start_tensor(op, chunk_start_idx, chunk_start_idx_tensor)
     if start_tensor is None:
         with _rules(op):
@@ -394,7 +404,7 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
     sink = _sink_input(op, attention_sink, nqh, decode=True)
     if sink is not None:
         inputs.append(sink)
-    _, kc = _chunks(program_config)
+    _, kc = _chunks(program_config, op, decode=True)
     dv = v.shape[3]
     n_table = len(table_inputs)
     fixed_pos = torch.tensor(cur_pos or [], dtype=torch.int64)
