@@ -24,7 +24,8 @@ ANY_OP: dict[str, str] = {
     "sub_device_ids": "which sub-devices a synchronisation covers (ttsim has one sub-device)",
     "global_cb": "a global circular buffer used by the prefetcher: data movement only",
     "prefetcher_pipes": "prefetcher routing: data movement only",
-    "output_tile": "tile shape of the output's storage; logical values unchanged",
+    "output_tile": "tile of the output's storage: 32x32 only (others are refused: tiny-tile matmul is broken on "
+                   "Blackhole, tt-metal issue 22103), so the values are unchanged",
     "fast_and_approximate_mode": "precision hint: ttsim computes the accurate result (a card's "
                                  "approximation stays within tt-metal's bars)",
     "num_links": "ethernet links a CCL uses: bandwidth only",

@@ -60,7 +60,6 @@ REFUSED = [
      r"cache_position_modulo=4 must be a positive multiple of block_size 32"),
     ("rope-decode", lambda d, t: E.rotary_embedding_llama(t, t, t, t, is_decode_mode=True), r"is_decode_mode=True needs"),
     ("from_torch-spec", lambda d, t: ttsim.from_torch(torch.zeros(2), spec=object()), r"from_torch: spec="),
-    ("from_torch-tile", lambda d, t: ttsim.from_torch(torch.zeros(2), tile=(16, 32)), r"from_torch: tile="),
     ("from_torch-col_tilize", lambda d, t: ttsim.from_torch(torch.zeros(2), col_tilize=True), r"col_tilize=True"),
     ("layer_norm-recip", lambda d, t: ttsim.layer_norm(t, recip_tensor=t), r"layer_norm: recip_tensor="),
     ("linear-in0_offset", lambda d, t: ttsim.linear(t, t, in0_column_offset=32), r"in0_column_offset=32"),
