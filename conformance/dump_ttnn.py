@@ -1317,6 +1317,7 @@ def _main(dest: str, md) -> int:
     data["fabric"] = probe_fabric()
     data["tt_fatal_texts"] = probe_tt_fatal_texts()
     data["sharding"] = probe_sharding()
+    data["tiles"] = probe_tiles()
     text = json.dumps(data, sort_keys=True, indent=1, allow_nan=False, default=str)
     tmp = dest + ".tmp"
     with open(tmp, "w") as f:
@@ -1324,6 +1325,58 @@ def _main(dest: str, md) -> int:
     os.replace(tmp, dest)
     print(f"wrote {dest}: {len(text)} bytes, {len(sigs)} signatures", file=sys.stderr)
     return 0
+
+
+#: tile shapes probed (valid and not), with and without transpose
+TILE_PROBES = [[1, 32], [2, 32], [4, 32], [8, 32], [8, 16], [16, 16], [16, 32], [32, 16], [32, 32], [32, 8],
+               [64, 32], [16, 64]]
+#: (name, tile shape, transpose) of the tensors converted, and the shapes converted
+TILE_TENSORS = [("16x32", [16, 32], False), ("32x16", [32, 16], False), ("32x32T", [32, 32], True),
+                ("16x32T", [16, 32], True), ("8x32", [8, 32], False)]
+TILE_SHAPES = [[2, 40, 20], [3, 17], [1, 64, 64]]
+
+
+def probe_tiles() -> dict:
+    """ttnn.Tile's properties and refusals, and the host conversion of tensors in those tiles:
+    padded shape, reported tile, and the float32 bits read back (bf16, bf8, bf4, f32) of seeded
+    inputs spanning exponents; plus the host ROW_MAJOR conversion (which refuses padding that is not
+    a multiple of 32)."""
+    out = {"tiles": {}, "tensors": {}, "to_row_major": {}}
+    for shape in TILE_PROBES:
+        for tr in (False, True):
+            def props(shape=shape, tr=tr):
+                t = ttnn.Tile(shape, transpose_tile=tr)
+                return {"repr": repr(t), "face_shape": list(t.face_shape), "num_faces": t.num_faces,
+                        "partial_face": t.partial_face, "narrow_tile": t.narrow_tile,
+                        "transpose_within_face": t.transpose_within_face, "transpose_of_faces": t.transpose_of_faces,
+                        "tile_size": {d: t.get_tile_size(getattr(ttnn, d)) for d in
+                                      ("bfloat16", "bfloat8_b", "bfloat4_b", "float32")}}
+            try:
+                out["tiles"][f"{shape[0]}x{shape[1]}{'T' if tr else ''}"] = props()
+            except Exception as e:  # noqa: BLE001 - the refusal is the measurement
+                out["tiles"][f"{shape[0]}x{shape[1]}{'T' if tr else ''}"] = _outcome(lambda: (_ for _ in ()).throw(e))
+    out["equal_ignores_transpose"] = ttnn.Tile([32, 32]) == ttnn.Tile([32, 32], transpose_tile=True)
+    rng = np.random.default_rng(20260605)
+    for shape in TILE_SHAPES:
+        x = (rng.standard_normal(shape) * np.exp2(rng.integers(-10, 10, size=shape))).astype(np.float32)
+        key = "x".join(map(str, shape))
+        out["tensors"][key] = {"input_bits": bits(x), "by_tile": {}}
+        for name, tshape, tr in TILE_TENSORS:
+            for dt in ("bfloat16", "bfloat8_b", "bfloat4_b", "float32"):
+                try:
+                    t = ttnn.Tensor(tensor=x, data_type=getattr(ttnn, dt), layout=ttnn.TILE_LAYOUT,
+                                    tile=ttnn.Tile(tshape, transpose_tile=tr))
+                    back, _ = tensor_to_f32(t)
+                    rec = {"padded_shape": list(t.padded_shape), "tile": repr(t.tile), "bits": bits(back)}
+                except Exception as e:  # noqa: BLE001
+                    rec = {"error": _outcome(lambda: (_ for _ in ()).throw(e))}
+                out["tensors"][key]["by_tile"][f"{name}/{dt}"] = rec
+            t = ttnn.Tensor(tensor=x, data_type=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                            tile=ttnn.Tile(tshape, transpose_tile=tr))
+            out["to_row_major"][f"{key}/{name}"] = _outcome(lambda t=t: (lambda r: [repr(r.layout), list(r.shape),
+                                                                                      repr(r.tile)])(
+                t.to(ttnn.ROW_MAJOR_LAYOUT)))
+    return out
 
 
 def _torch_importable() -> bool:
@@ -1430,6 +1483,38 @@ TT_FATAL_TEXTS = (
     "Output memory config must be Interleaved",
     "Tensor layout must be ROW_MAJOR for unpadding",
     "Target number of cores {} is greater than total number of available cores {}",
+    # the qwen36 vocabulary's refusals (ttsim/ops/ccl_async.py, gdn.py, split.py, ..., ttsim/tiles.py)
+    'Number of chunks must be greater than zero',
+    'Ranks of input tensor, output_tensor, slice start and slice end should be equal. Got {} {} {} {}',
+    'Start is outside the bounds of the output tensor for index {}. Got {}. Size {}',
+    'Ends {} must be less than or equal to the shape of the tensor {}',
+    'Step is not supported for sharded slice_write operation',
+    'slice_write expects output start for the last dimension to be 0. Got {}',
+    'slice_write input & output must have the same dtype',
+    'Only tilized inputs supported.',
+    'Only interleaved inputs supported.',
+    'Input data format not supported.',
+    'Residual tensor must have TILE layout, got: {}',
+    'Stats tensor must have TILE layout, got: {}',
+    'Expected {} semaphores but got {}',
+    'Both addcmul_input_tensor1 and addcmul_input_tensor2 must be provided together.',
+    'chunk_sizes must sum to the output width N={}, got {}',
+    'fast_reduce_nc dims should not be empty',
+    'FastReduceNC reduces only outer dims: dim must be between 0 and {}, but has {}',
+    'dims must be unique',
+    'flat q width {} != H*K ({}*{}); flat q/k path assumes K==V',
+    'HV ({}) must be divisible by H ({})',
+    'OPT-A flat v requires T ({}) to be a multiple of chunk_size ({})',
+    'OPT-A flat q/k requires T ({}) to be a multiple of chunk_size ({})',
+    'OPT-A flat q/k needs the in-kernel norm (chunk_size == 32)',
+    'chunk_start_idx tensor must be int32. Got {}',
+    'cache_tensor1 and cache_tensor2 must have identical shapes',
+    'input_tensor1 and input_tensor2 must have identical shapes',
+    'input_tensor1 ({}) and input_tensor2 ({}) must not overlap',
+    'input_tensor1 ({}) and input_tensor2 ({}) must have same number of cores',
+    'Tile size is not valid for our hardware',
+    'Tile height must equal 16 or 32 in transpose mode',
+    'Last 2 dims of input shape must be multiples of 32',
 )
 
 

@@ -160,6 +160,7 @@ from .ops.eltwise import (
 )
 from .ops.matmul import linear, matmul
 from .ops.ccl import Topology, all_gather, all_reduce, reduce_scatter
+from .ops.ccl_async import MinimalMatmulConfig, create_global_semaphore
 from .ops.embedding import EmbeddingsType, embedding
 from .ops.normalization import (
     layer_norm,
@@ -186,7 +187,12 @@ from .ops.shape import (
     unsqueeze,
     unsqueeze_to_4D,
 )
-from .creation import DumpTensorMode, as_tensor
+from .creation import DumpTensorMode, as_tensor, zeros
+from .comparison import pearson_correlation_coefficient
+from .ops.ternary import addcmul, mac
+from .ops.conv import Conv1dConfig, Conv2dL1FullSliceConfig, PaddingMode, conv1d, prepare_conv_weights
+from .ops.split import chunk, repeat_interleave
+from .ops.distributed_norm import rms_norm_post_all_gather, rms_norm_pre_all_gather
 from .grid import CoreGrid, CoreRange, CoreRangeSet
 from .ops.matmul_config import (
     MatmulMultiCoreReuseMultiCast1DProgramConfig,

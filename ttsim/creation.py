@@ -86,3 +86,44 @@ def _load(path: pathlib.Path) -> Tensor | None:
     except Exception as exc:  # noqa: BLE001 - any unreadable cache is regenerated, as ttnn does
         log.warning("Failed to load cache for %s: %s", path, exc)
         return None
+
+
+def zeros(shape, dtype: DataType | None = None, layout: Layout | None = None, device=None,
+          memory_config: MemoryConfig | None = None) -> Tensor:
+    """ttnn.zeros: a tensor of zeros, BFLOAT16 and ROW_MAJOR unless told (a block float is TILE,
+    as 0.81.1's host path measured). With ``device`` it is filled ON the device, as 0.81.1's
+    FullDeviceOperation does: no host write, so it is legal inside a trace capture."""
+    from . import numerics
+    from .device import MeshDevice, current_cq_id
+    from .sharding import check_placement
+    from .types import BLOCK_FLOATS, DRAM_MEMORY_CONFIG
+
+    dims = tuple(int(d) for d in shape)
+    dtype = DataType.BFLOAT16 if dtype is None else dtype
+    if not isinstance(dtype, DataType):
+        raise TTFatal(f"zeros: dtype must be a ttnn.DataType, got {dtype!r}")
+    if layout is None:
+        layout = Layout.TILE if dtype in BLOCK_FLOATS else Layout.ROW_MAJOR
+    if dtype in BLOCK_FLOATS and layout != Layout.TILE:
+        raise TTFatal(f"zeros: {dtype!r} requires TILE_LAYOUT, got {layout!r}")
+    host = from_torch(torch.zeros(dims, dtype=numerics.TORCH_STORAGE[dtype]), dtype=dtype, layout=layout)
+    if device is None:
+        return host
+    if not isinstance(device, MeshDevice):
+        raise TTFatal(f"zeros: device must be a MeshDevice, got {type(device).__name__}")
+    mc = memory_config or DRAM_MEMORY_CONFIG
+    check_placement("zeros", dims, layout, mc)
+    out = Tensor._make(dims, dtype, layout, device=device, memory_config=mc)
+    bufs = device.allocate(mc.buffer_type, dtype, layout, out._padded, "zeros")
+    out._buffers = bufs
+    filled = host._host[0]
+    cq = current_cq_id(None)
+    device.check_cq(cq, "zeros")
+    device.program_cache.dispatch("zeros", [], [out])
+
+    def fill():
+        for b in bufs:
+            b.data = filled.clone()
+
+    device.enqueue(cq, "zeros (device fill)", fill, writes=bufs)
+    return out

@@ -252,6 +252,88 @@ def _leaky_relu(input_tensor, negative_slope=0.01, *args, **_):
     return F.leaky_relu(input_tensor, negative_slope=negative_slope)
 
 
+def _mac(input_tensor_a, input_tensor_b, input_tensor_c, *args, **kwargs):
+    """0.81.1's: one fp32 multiply-add, rounded once to the first tensor operand's dtype."""
+    vals = [x.float() if isinstance(x, torch.Tensor) else x for x in (input_tensor_a, input_tensor_b, input_tensor_c)]
+    out_dtype = next(x.dtype for x in (input_tensor_a, input_tensor_b, input_tensor_c) if isinstance(x, torch.Tensor))
+    return torch.add(torch.mul(vals[0], vals[1]), vals[2]).to(out_dtype)
+
+
+def _addcmul(input_a, input_b, input_c, *args, value=1, **kwargs):
+    return torch.addcmul(input_a, input_b, input_c, value=value)
+
+
+def _zeros(shape, dtype=None, *args, **kwargs):
+    from .numerics import TORCH_STORAGE
+
+    return torch.zeros(tuple(shape), dtype=torch.bfloat16 if dtype is None else TORCH_STORAGE[dtype])
+
+
+def _chunk(input_tensor, chunks, dim, *args, **kwargs):
+    return list(torch.chunk(input_tensor, chunks, dim=dim))
+
+
+def _repeat_interleave(tensor, repeats, dim=0, **_):
+    return torch.repeat_interleave(tensor, repeats, dim=dim)
+
+
+def _slice_write(input_tensor, output_tensor, start, end, step, *args, **kwargs):
+    """0.81.1's: writes into the given output (callers keep seeing each write)."""
+    output_tensor[tuple(slice(int(a), int(b), int(c)) for a, b, c in zip(start, end, step))] = input_tensor
+    return output_tensor
+
+
+def _rms_pre_all_gather(input_tensor, *, residual_input_tensor=None, **_):
+    """sum(x^2) in column 0 of a 32-wide block (0.81.1's golden; the other columns are undefined there,
+    zeros here as in ttsim's op)."""
+    if residual_input_tensor is not None:
+        input_tensor = input_tensor + residual_input_tensor
+    stats = torch.zeros(*input_tensor.shape[:-1], 32)
+    stats[..., 0] = input_tensor.float().square().sum(dim=-1)
+    return stats
+
+
+def _rms_post_all_gather(input_tensor, stats, *, epsilon=1e-12, weight=None, bias=None, **_):
+    chips = stats.shape[-1] // 32
+    mean_sq = stats[..., ::32].sum(dim=-1, keepdim=True) / (input_tensor.shape[-1] * chips)
+    out = input_tensor * torch.rsqrt(mean_sq + epsilon)
+    if weight is not None:
+        out = out * weight.reshape(-1)[: out.shape[-1]]
+    if bias is not None:
+        out = out + bias.reshape(-1)[: out.shape[-1]]
+    return out
+
+
+def _chunk_gdn(q, k, v, g, beta, *, scale=None, initial_state=None, output_final_state=False, chunk_size=64,
+               use_qk_l2norm=False, output_head_major=False, **_):
+    """0.81.1's: key heads repeated to the value heads, the chunked rule, o head-major on request."""
+    from .kernels import gdn as G
+
+    group = v.shape[2] // q.shape[2]
+    if group > 1:
+        q, k = q.repeat_interleave(group, dim=2), k.repeat_interleave(group, dim=2)
+    o, state = G.chunk_gated_delta_rule(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                                        chunk_size=chunk_size, use_qk_l2norm=use_qk_l2norm)
+    if output_head_major:
+        o = o.permute(0, 2, 1, 3).reshape(-1, o.shape[1], o.shape[-1])
+    return o, state if output_final_state else None
+
+
+def _gated_delta_attn_seq(L_unit, v_beta_sc, k_bd_sc, intra_attn, q_decay, k_decay_t, dl_exp, L_inv, *,  # noqa: N803
+                          initial_state=None, **_):
+    """0.81.1's: per chunk, lower-triangular solves against L_unit, then the state scan."""
+    bh, nc, _, kd = q_decay.shape
+    state = torch.zeros(bh, kd, v_beta_sc.shape[-1]) if initial_state is None else initial_state.float()
+    outs = []
+    for j in range(nc):
+        lower = L_unit[:, j].float()
+        v_new = torch.linalg.solve_triangular(lower, v_beta_sc[:, j].float(), upper=False) - \
+            torch.linalg.solve_triangular(lower, k_bd_sc[:, j].float(), upper=False) @ state
+        outs.append(q_decay[:, j].float() @ state + intra_attn[:, j].float() @ v_new)
+        state = state * dl_exp[:, j].float().reshape(bh, 1, 1) + k_decay_t[:, j].float() @ v_new
+    return torch.stack(outs, dim=1), state
+
+
 def _goldens(t) -> dict:
     """The golden of each op ttsim models, keyed by the op object of the namespace ``t``."""
     return {
@@ -283,6 +365,13 @@ def _goldens(t) -> dict:
         t.cosh: _unary(torch.cosh), t.atan: _unary(torch.atan), t.isnan: _unary(torch.isnan),
         t.logical_not: _unary(torch.logical_not), t.relu6: _unary(F.relu6), t.softsign: _unary(F.softsign),
         t.hardsigmoid: _unary(F.hardsigmoid), t.hardswish: _unary(F.hardswish),
+        # qwen36's vocabulary (0.81.1's goldens)
+        t.mac: _mac, t.addcmul: _addcmul, t.zeros: _zeros, t.chunk: _chunk, t.repeat_interleave: _repeat_interleave,
+        t.experimental.slice_write: _slice_write, t.rms_norm_pre_all_gather: _rms_pre_all_gather,
+        t.rms_norm_post_all_gather: _rms_post_all_gather,
+        t.transformer.chunk_gated_delta_rule: _chunk_gdn, t.transformer.gated_delta_attn_seq: _gated_delta_attn_seq,
+        t.pearson_correlation_coefficient: lambda expected, actual, *a, **k: t.pearson_correlation_coefficient(
+            expected, actual),
     }
 
 

@@ -24,7 +24,8 @@ ANY_OP: dict[str, str] = {
     "sub_device_ids": "which sub-devices a synchronisation covers (ttsim has one sub-device)",
     "global_cb": "a global circular buffer used by the prefetcher: data movement only",
     "prefetcher_pipes": "prefetcher routing: data movement only",
-    "output_tile": "tile shape of the output's storage; logical values unchanged",
+    "output_tile": "tile of the output's storage: 32x32 only (others are refused: tiny-tile matmul is broken on "
+                   "Blackhole, tt-metal issue 22103), so the values are unchanged",
     "fast_and_approximate_mode": "precision hint: ttsim computes the accurate result (a card's "
                                  "approximation stays within tt-metal's bars)",
     "num_links": "ethernet links a CCL uses: bandwidth only",
@@ -39,6 +40,7 @@ ANY_OP: dict[str, str] = {
     "use_low_perf": "a slower kernel that uses less L1: speed only",
     "cache_dump_mode": "how a multi-host cache miss writes the file; ttsim is one host and writes it whole",
     "worker_l1_size": "size of worker L1 (0 = hardware default)",
+    "use_2d_core_grid": "runs the distributed norm on a 2D core grid: which cores run the op",
 }
 
 _HELPER_TENSOR = "precomputed constant helper tensor for the card's kernel; ttsim builds its own"
@@ -49,6 +51,8 @@ _REGION_SIZES = {
     "trace_region_size": "size of the trace region (validated)",
 }
 _TILE_PADDING = {"pad_value": "fills tile padding only; logical values unchanged"}
+_BARRIER = ("a semaphore the chips meet on before the op (checked: same mesh, reads 0): ordering only, as ttsim "
+            "runs a collective as one command")
 
 #: Op-specific hints, keyed by the op's path below ``ttsim`` (as EXTENSIONS is).
 PER_OP: dict[str, dict[str, str]] = {
@@ -61,6 +65,23 @@ PER_OP: dict[str, dict[str, str]] = {
         "ones": _HELPER_TENSOR,
         "masks": "precomputed constant helper tensors for the card's kernel; ttsim builds its own",
     },
+    "experimental.nlp_create_qkv_heads_decode": {
+        "overlap_qk_coregrid": "whether q's and k's output shards share cores: placement only"},
+    "experimental.all_gather_async": {
+        "use_optimal_ccl_for_llama": "selects Llama-tuned CCL kernels: speed only",
+        "barrier_semaphore": _BARRIER},
+    "experimental.reduce_scatter_minimal_async": {"barrier_semaphore": _BARRIER},
+    "experimental.all_gather_minimal_matmul_async": {
+        "config": "MinimalMatmulConfig: block sizes and grid of the matmul (the same fp32 sums)",
+        "barrier_semaphore": _BARRIER,
+        "force_transpose": "the kernel's internal operand order (True, the default, is the plain product; False "
+                           "is refused)"},
+    "experimental.matmul_reduce_scatter_async": {
+        "barrier_semaphore": _BARRIER,
+        "memory_config_mm": "placement of the matmul output",
+        "memory_config_rs": "placement of the reduce-scatter output",
+        "intermediate_memory_config_rs": "placement of the reduce-scatter's staging buffer"},
+    "conv1d": {"compute_config": "math fidelity / fp32 accumulation: ttsim accumulates in fp32"},
     "softmax": _STABLE_SOFTMAX,
     "softmax_in_place": _STABLE_SOFTMAX,
     "scale_mask_softmax": _STABLE_SOFTMAX,
@@ -131,6 +152,7 @@ _REUSE = ("compute_with_storage_grid_size", "in0_block_w", "out_subblock_h", "ou
           "per_core_N", "allowed_worker_cores")
 _MCAST = _REUSE + ("out_block_h", "out_block_w", "fuse_batch")
 
+_MINIMAL_BLOCKS = "block size of the minimal matmul: the same fp32 sums"
 #: not hints, never listed: fused_activation (modelled), untilize_out (refused); SDPA's chunk sizes (modelled)
 CONFIG_FIELDS: dict[str, dict[str, str]] = {
     "MatmulMultiCoreReuseProgramConfig": _schedule(*_REUSE),
@@ -139,6 +161,27 @@ CONFIG_FIELDS: dict[str, dict[str, str]] = {
                                                               "num_global_cb_receivers", "stream_in1"),
     "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig": _schedule("in0_block_w", "per_core_M", "per_core_N",
                                                                        "num_workers_per_dram_bank"),
+    "MinimalMatmulConfig": {"M_block_size": _MINIMAL_BLOCKS, "K_block_size": _MINIMAL_BLOCKS,
+                            "N_block_size": _MINIMAL_BLOCKS, "subblock_h": _MINIMAL_BLOCKS,
+                            "subblock_w": _MINIMAL_BLOCKS, "compute_with_storage_grid_size": _GRID},
+    "Conv1dConfig": {
+        "reallocate_halo_output": "moves the halo output to defragment L1: placement only",
+        "config_tensors_in_dram": "where the conv's config tensors live: placement only",
+        "act_block_h_override": "activation block height of the conv kernel: the same fp32 sums",
+        "act_block_w_div": "activation block width split: the same fp32 sums",
+        "reshard_if_not_optimal": "lets the op reshard its input: placement only",
+        "override_sharding_config": "uses core_grid / shard_layout as given: placement only",
+        "shard_layout": "how the conv shards its work (height/width/block): placement only",
+        "core_grid": "which cores run the conv",
+        "transpose_shards": "shard orientation: placement only",
+        "enable_act_double_buffer": "double-buffers the activation: speed only",
+        "enable_weights_double_buffer": "double-buffers the weights: speed only",
+        "full_inner_dim": "keeps the full inner dim per core: the same fp32 sums",
+        "enable_kernel_stride_folding": "folds the stride into the kernel: the same products",
+        "enable_activation_reuse": "reuses activation rows between image rows: speed only",
+        "force_split_reader": "splits the reader over two data-movement cores: speed only",
+        "override_output_sharding_config": "output placement as given: placement only",
+    },
     "SDPAProgramConfig": {
         "compute_with_storage_grid_size": _GRID,
         "sub_core_grids": _GRID,

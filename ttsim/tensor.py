@@ -7,7 +7,7 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from . import numerics
+from . import numerics, tiles
 from .device import Command, MeshDevice, current_cq_id
 from .memory import Buffer
 from .numerics import TORCH_STORAGE
@@ -63,8 +63,14 @@ def host_block_float_to_row_major(tensor: "Tensor") -> "Tensor":
 
 
 def host_to_layout(tensor: "Tensor", layout, dtype, pad_value: float) -> "Tensor":
-    """A host tensor's storage in another layout (tile padding filled with ``pad_value``)."""
+    """A host tensor's storage in another layout (tile padding filled with ``pad_value``; a new
+    TILE form is in 32x32 tiles). Unpadding a tensor stored in other tiles needs its padded last two
+    dims to be multiples of 32 (0.81.1's host unpad_from_tile, measured)."""
     tensor._await_read()
+    if tensor._tile is not None and layout == Layout.ROW_MAJOR:
+        padded = tensor.padded_shape
+        if padded[-2] % TILE_SIZE or padded[-1] % TILE_SIZE:
+            raise TTFatal("Last 2 dims of input shape must be multiples of 32")
     host = [_storage_of(_unpad(h, tensor._shape), dtype, layout, float(pad_value)) for h in tensor._host]
     return Tensor._make(tensor._shape, dtype, layout, host=host)
 
@@ -129,12 +135,17 @@ class Tensor:
 
     @classmethod
     def _make(cls, shape, dtype: DataType, layout: Layout, *, host=None, device=None, buffers=None,
-              memory_config: MemoryConfig | None = None) -> "Tensor":
+              memory_config: MemoryConfig | None = None, tile=None) -> "Tensor":
         self = object.__new__(cls)
         self._shape = shape if type(shape) is Shape else Shape(shape)
         self._dtype = dtype
         self._layout = layout
-        self._padded = _tile_padded_shape(self._shape) if layout == Layout.TILE else self._shape
+        # a TILE tensor's tile when it is not the plain 32x32 (ttsim/tiles.py): its storage padding
+        self._tile = tile if layout == Layout.TILE and not tiles.is_standard(tile) else None
+        if self._tile is not None:
+            self._padded = Shape(tile_padded(tuple(self._shape), tiles.hw(self._tile)))
+        else:
+            self._padded = _tile_padded_shape(self._shape) if layout == Layout.TILE else self._shape
         self._host_shards: list[torch.Tensor] | None = host
         self._host_fill = None  # makes the seeded junk of a fresh host buffer when first looked at
         self._device: MeshDevice | None = device
@@ -159,11 +170,16 @@ class Tensor:
         ``tilize_with_val_padding`` may report a larger padded shape than it stores."""
         if self._layout != Layout.TILE:
             return self._padded
-        return self.__dict__.get("_padded_report") or Shape(reported_padded_shape(self._shape))
+        return self.__dict__.get("_padded_report") or Shape(reported_padded_shape(self._shape, tiles.hw(self._tile)))
 
     @property
     def dtype(self) -> DataType:
         return self._dtype
+
+    @property
+    def tile(self):
+        """The tile the tensor is stored in (a ROW_MAJOR tensor reports 32x32, as 0.81.1)."""
+        return self._tile or tiles.STANDARD
 
     @property
     def layout(self) -> Layout:
@@ -182,6 +198,12 @@ class Tensor:
         if self._device is None:
             raise TTFatal(f"memory_config: {_describe(self)} is not on a device")
         return self._memory_config
+
+    def is_sharded(self) -> bool:
+        """Whether the tensor is placed sharded (a host tensor is not)."""
+        from .types import TensorMemoryLayout
+
+        return self._device is not None and self._memory_config.memory_layout != TensorMemoryLayout.INTERLEAVED
 
     def storage_type(self) -> str:
         return "StorageType.HOST" if self._device is None else "StorageType.DEVICE"
@@ -395,10 +417,11 @@ def concat_mesh_to_tensor_composer(mesh_device: MeshDevice, dim: int) -> ConcatM
 
 # -- conversions --------------------------------------------------------------------
 
-def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value: float) -> torch.Tensor:
-    """A torch shard in storage form: padded to tiles if TILE, values quantised to dtype."""
+def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value: float, tile=None) -> torch.Tensor:
+    """A torch shard in storage form: padded to tiles if TILE, values quantised to dtype (a block
+    float in transposed tiles shares its exponents down columns: ttsim/tiles.py)."""
     if layout == Layout.TILE:
-        padded = tile_padded(tuple(tensor.shape))
+        padded = tile_padded(tuple(tensor.shape), tiles.hw(tile))
         x = tensor if tensor.dim() >= 1 else tensor.reshape(1, 1)  # rank 0: element [0, 0] of one tile
         pads = []
         for have, want in zip(reversed(x.shape), reversed(padded)):
@@ -409,6 +432,8 @@ def _storage_of(tensor: torch.Tensor, dtype: DataType, layout: Layout, pad_value
             else:
                 x = F.pad(x.to(torch.float32) if not x.is_floating_point() else x, pads, value=pad_value)
         tensor = x
+        if tile is not None and tile.transpose_tile and dtype in BLOCK_FLOATS and tensor.dim() >= 2:
+            return numerics.quantize(tensor.transpose(-1, -2), dtype).transpose(-1, -2).contiguous()
     return numerics.quantize(tensor, dtype).contiguous()
 
 
@@ -437,8 +462,7 @@ def from_torch(
         raise TTFatal("from_torch: col_tilize=True is not modelled by ttsim")
     if spec is not None:  # a TensorSpec
         raise TTFatal(f"from_torch: spec={spec!r} is not modelled by ttsim; pass dtype/layout/memory_config")
-    if tile is not None and not _is_standard_tile(tile):  # 32x32 is what every TILE tensor has
-        raise TTFatal(f"from_torch: tile={tile!r} is not modelled by ttsim (only 32x32 tiles)")
+    tile = tiles.check("from_torch", tile)
     if not isinstance(tensor, torch.Tensor):
         raise TTFatal(f"from_torch: expected a torch.Tensor, got {type(tensor).__name__}")
     if dtype is None:
@@ -460,16 +484,12 @@ def from_torch(
     else:
         shards = [tensor]
     pad = 0.0 if pad_value is None else float(pad_value)
-    host = [_storage_of(s.detach(), dtype, layout, pad) for s in shards]
-    out = Tensor._make(tuple(shards[0].shape), dtype, layout, host=host)
+    tile = tile if layout == Layout.TILE else None  # a ROW_MAJOR tensor has no tile (it reports 32x32)
+    host = [_storage_of(s.detach(), dtype, layout, pad, tile) for s in shards]
+    out = Tensor._make(tuple(shards[0].shape), dtype, layout, host=host, tile=tile)
     if device is not None:
         out = to_device(out, device, memory_config=memory_config, queue_id=cq_id)
     return out
-
-
-def _is_standard_tile(tile) -> bool:
-    shape = getattr(tile, "tile_shape", None)
-    return shape == [TILE_SIZE, TILE_SIZE] and not getattr(tile, "transpose_tile", False)
 
 
 def _from_data(what, data, shape, data_type, layout, device, memory_config_or_tile, tile, pad_value):
@@ -574,7 +594,8 @@ def to_device(tensor: Tensor, device: MeshDevice, memory_config: MemoryConfig | 
             b.data = h.clone()  # each chip owns its bytes (a replicated shard is one host object)
 
     device.enqueue(cq, "write", write, writes=bufs)
-    return Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc)
+    return Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=device, buffers=bufs, memory_config=mc,
+                        tile=tensor._tile)
 
 
 def _host_junk(t: Tensor, label: str):
@@ -594,7 +615,7 @@ def _host_junk(t: Tensor, label: str):
 def from_device(tensor: Tensor, blocking: bool = True, *, queue_id: int | None = None) -> Tensor:
     """Read a device tensor back into a new host tensor (on queue ``queue_id``, default 0)."""
     bufs = tensor._live_buffers("from_device")
-    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
+    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None, tile=tensor._tile)
     if not blocking:
         out._host_fill = _host_junk(tensor, "from_device")
     _enqueue_read(tensor, bufs, out, blocking, current_cq_id(queue_id), "from_device")
@@ -605,7 +626,7 @@ def _read_back(tensor: Tensor, cq_id: int | None) -> Tensor:
     """:func:`from_device` (blocking) whose host shards ARE the buffers' data, for a caller that
     copies them before anything else runs (to_torch)."""
     bufs = tensor._live_buffers("from_device")
-    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None)
+    out = Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=None, tile=tensor._tile)
     _enqueue_read(tensor, bufs, out, True, current_cq_id(cq_id), "from_device", copy=False)
     return out
 
@@ -665,7 +686,7 @@ def copy_device_to_host_tensor(device_tensor: Tensor, host_tensor: Tensor, block
 
 
 def _check_same_spec(what: str, a: Tensor, b: Tensor) -> None:
-    if a._dtype != b._dtype or a._layout != b._layout or tuple.__ne__(a._shape, b._shape):
+    if a._dtype != b._dtype or a._layout != b._layout or tuple.__ne__(a._shape, b._shape) or a._tile != b._tile:
         raise TTFatal(f"{what}: tensor specs differ: {_describe(a)} vs {_describe(b)}")
 
 
@@ -705,11 +726,12 @@ def deallocate(tensor: Tensor, force: bool = True) -> None:
 def get_device_tensors(tensor: Tensor) -> list[Tensor]:
     """One tensor per chip (device tensors), or per shard (host tensors)."""
     if tensor._device is None:
-        return [Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=[h]) for h in tensor._host]
+        return [Tensor._make(tensor._shape, tensor._dtype, tensor._layout, host=[h], tile=tensor._tile)
+                for h in tensor._host]
     bufs = tensor._live_buffers("get_device_tensors")
     return [
         Tensor._make(tensor._shape, tensor._dtype, tensor._layout, device=tensor._device, buffers=[b],
-               memory_config=tensor._memory_config)
+                     memory_config=tensor._memory_config, tile=tensor._tile)
         for b in bufs
     ]
 

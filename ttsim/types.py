@@ -289,22 +289,23 @@ class TraceAllocationWarning(UserWarning):
     """Allocation while a trace is live: the trace may overwrite the new buffer."""
 
 
-def tile_padded(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Storage shape in TILE layout: the last two dims round up to 32 (rank 1 pads its width only).
+def tile_padded(shape: tuple[int, ...], hw: tuple[int, int] = (TILE_SIZE, TILE_SIZE)) -> tuple[int, ...]:
+    """Storage shape in TILE layout: the last two dims round up to the tile's height and width
+    (32x32 unless ``hw``; rank 1 pads its width only).
 
     This is ttsim's internal storage form; what ``Tensor.padded_shape`` reports is
     :func:`reported_padded_shape`.
     """
     dims = list(shape)
     if not dims:
-        return (TILE_SIZE, TILE_SIZE)
-    dims[-1] = -(-dims[-1] // TILE_SIZE) * TILE_SIZE
+        return tuple(hw)
+    dims[-1] = -(-dims[-1] // hw[1]) * hw[1]
     if len(dims) >= 2:
-        dims[-2] = -(-dims[-2] // TILE_SIZE) * TILE_SIZE
+        dims[-2] = -(-dims[-2] // hw[0]) * hw[0]
     return tuple(dims)
 
 
-def reported_padded_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+def reported_padded_shape(shape: tuple[int, ...], hw: tuple[int, int] = (TILE_SIZE, TILE_SIZE)) -> tuple[int, ...]:
     """``padded_shape`` of a TILE tensor as ttnn 0.81.1 reports it: the last two dims round up to 32.
 
     Rank 0 and 1 become rank 2 (``[5]`` -> ``[32, 32]``, ``[33]`` -> ``[32, 64]``); a 0-sized
@@ -313,4 +314,4 @@ def reported_padded_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     dims = list(shape)
     if len(dims) < 2:
         dims = [1] * (2 - len(dims)) + dims
-    return tile_padded(tuple(dims))
+    return tile_padded(tuple(dims), hw)

@@ -242,6 +242,35 @@ def _reshape_real(overloads, dump):
     return [{"params": params}]
 
 
+def _unary_with_param_real(overloads, dump):
+    """(op /) | (op /, p /) | (op /, p0 /, p1 /) | ((op, p) /): ttsim's ``(arg, /, *params)`` covers the first
+    three, a tuple first argument the rest; the real overloads must still be exactly those arities."""
+    arities = sorted({len(o["params"]) for o in overloads})
+    assert arities == [1, 2, 3], arities
+    assert all(p["kind"] == "POSITIONAL_ONLY" for o in overloads for p in o["params"])
+    return [{"params": [{"name": "arg", "kind": "POSITIONAL_ONLY"}, {"name": "params", "kind": "VAR_POSITIONAL"}]}]
+
+
+def _after_optional_buffer(buffer_name):
+    """The overload ``(input_tensor, <buffer>=None, dim, multi_device_global_semaphore, *, ...)``: Python
+    cannot put required parameters after a default, so ttsim defaults dim and the semaphores to None and
+    refuses the call without them (TypeError, as the binding does)."""
+    def adjust(overloads, dump):
+        base = [o for o in overloads if [p["name"] for p in o["params"]][:2] == ["input_tensor", buffer_name]]
+        assert len(base) == 1, [o["params"] for o in overloads]
+        return _set_default(base, dim="None", multi_device_global_semaphore="None")
+    return adjust
+
+
+def _pad_real(overloads):
+    names = [[p["name"] for p in o["params"]] for o in overloads]
+    assert names[1][:4] == ["input_tensor", "output_padded_shape", "input_tensor_start", "value"], names
+    first = overloads[0]["params"]
+    assert [p["name"] for p in first[:3]] == ["input_tensor", "padding", "value"], names
+    return [{"params": [dict(p) for p in first[:3]] + [{"name": "args", "kind": "VAR_POSITIONAL"}]
+             + [dict(p) for p in first[3:]]}]
+
+
 #: Where real ttnn's signature cannot be mirrored in Python: name -> (what differs, why, adjust).
 #: ``adjust(real_overloads, dump)`` returns the overloads to compare against, or None for
 #: "constructor not compared" (only for classes user code never constructs in either package).
@@ -289,6 +318,30 @@ SIGNATURE_EXCEPTIONS = {
         "ttsim (input_tensor, shape, padded_shape=None, *, ...)",
         "one Python signature for both; a positional third argument is the padded shape",
         _reshape_real),
+    "UnaryWithParam": (
+        "real overloads (op /) | (op /, param /) | (op /, param0 /, param1 /) | ((op, param) /); ttsim "
+        "(arg, /, *params)",
+        "several positional-only overloads of different arity are one Python signature with *params; more "
+        "than two params, or a tuple with extra params, are refused",
+        _unary_with_param_real),
+    "experimental.all_gather_async": (
+        "real overloads (input_tensor, dim, sem, *, ...) | (input_tensor, persistent_output_buffer=None, dim, sem, "
+        "*, ...) | (input_tensor, dim, cluster_axis, mesh_device, topology, sem, *, ...); ttsim takes the second "
+        "with dim and multi_device_global_semaphore defaulting to None",
+        "a default before required parameters (nanobind) cannot be spelled in Python; the positional first overload "
+        "(input_tensor, dim, sem) binds too (an int in the buffer slot is the dim); missing dim/semaphore is refused",
+        _after_optional_buffer("persistent_output_buffer")),
+    "experimental.reduce_scatter_minimal_async": (
+        "real (input_tensor, persistent_output_buffers=None, dim, multi_device_global_semaphore, *, ...); ttsim "
+        "defaults dim and multi_device_global_semaphore to None",
+        "a default before required parameters (nanobind) cannot be spelled in Python; missing ones are refused",
+        _after_optional_buffer("persistent_output_buffers")),
+    "pad": (
+        "real overloads (input_tensor, padding, value, *, ...) | (input_tensor, output_padded_shape, "
+        "input_tensor_start, value, *, ...); ttsim (input_tensor, padding, value, *args, ...)",
+        "one Python signature: a fourth positional argument selects the second overload (its value); the "
+        "second overload's keyword names are not accepted",
+        lambda ov, d: _pad_real(ov)),
     "MeshDevice": (
         "real __init__ is (*args, **kwargs) (no bound constructor); ttsim's takes chips and queue counts",
         "both are created by open_mesh_device / open_device only",

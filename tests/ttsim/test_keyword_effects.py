@@ -60,7 +60,6 @@ REFUSED = [
      r"cache_position_modulo=4 must be a positive multiple of block_size 32"),
     ("rope-decode", lambda d, t: E.rotary_embedding_llama(t, t, t, t, is_decode_mode=True), r"is_decode_mode=True needs"),
     ("from_torch-spec", lambda d, t: ttsim.from_torch(torch.zeros(2), spec=object()), r"from_torch: spec="),
-    ("from_torch-tile", lambda d, t: ttsim.from_torch(torch.zeros(2), tile=(16, 32)), r"from_torch: tile="),
     ("from_torch-col_tilize", lambda d, t: ttsim.from_torch(torch.zeros(2), col_tilize=True), r"col_tilize=True"),
     ("layer_norm-recip", lambda d, t: ttsim.layer_norm(t, recip_tensor=t), r"layer_norm: recip_tensor="),
     ("linear-in0_offset", lambda d, t: ttsim.linear(t, t, in0_column_offset=32), r"in0_column_offset=32"),
@@ -70,11 +69,11 @@ REFUSED = [
     ("sigmoid-vector_mode", lambda d, t: ttsim.sigmoid(t, vector_mode=2), r"vector_mode=2 is not modelled"),
     ("record_event-range", lambda d, t: ttsim.record_event(d, 0, device_range=object()), r"device_range is not modelled"),
     ("open_mesh-offset", lambda d, t: ttsim.open_mesh_device(ttsim.MeshShape(1, 1), offset=(0, 1)), r"offset="),
-    ("gdn-head_major", lambda d, t: T.chunk_gated_delta_rule(*_gdn(d), output_head_major=True), r"output_head_major=True"),
     ("gdn-per_token", lambda d, t: T.fused_recurrent_gated_delta_rule(*_gdn(d), output_per_token_state=True),
      r"output_per_token_state=True"),
     ("chunked-start_tensor", lambda d, t: T.chunked_scaled_dot_product_attention(
-        t, t, t, _ints([[0]], d), 0, chunk_start_idx_tensor=_ints([0], d)), r"chunk_start_idx_tensor="),
+        t, t, t, _ints([[0]], d), 0, chunk_start_idx_tensor=_ints([0], d)),
+     r"!\(chunk_start_idx.has_value\(\) && chunk_start_idx_tensor.has_value\(\)\)"),
     ("chunked-geometry", lambda d, t: T.chunked_scaled_dot_product_attention(
         t, t, t, _ints([[0]], d), 0, paged_cache_geometry=object()), r"paged_cache_geometry="),
     ("decode-geometry", lambda d, t: T.paged_scaled_dot_product_attention_decode(

@@ -565,7 +565,107 @@ TRIGGERS = {
         torch.zeros(2, 32), dtype=ttsim.bfloat8_b, layout=ttsim.TILE_LAYOUT).to(ttsim.ROW_MAJOR_LAYOUT),
     "Target number of cores {} is greater than total number of available cores {}": lambda: (
         ttsim.num_cores_to_corerangeset(65, ttsim.CoreCoord(8, 8), True)),
+    # the qwen36 vocabulary (each refusal is also tested where its op is)
+    "Number of chunks must be greater than zero": lambda: _on_chip(lambda d: ttsim.chunk(_tiled(d), 0, 3)),
+    "Ranks of input tensor, output_tensor, slice start and slice end should be equal. Got {} {} {} {}": lambda: (
+        _on_chip(lambda d: _slice_write(d, [0, 0, 0], [1, 1, 32], [1, 1, 1]))),
+    "Start is outside the bounds of the output tensor for index {}. Got {}. Size {}": lambda: _on_chip(
+        lambda d: _slice_write(d, [0, 0, 64, 0], [1, 1, 64, 64], [1, 1, 1, 1])),
+    "Ends {} must be less than or equal to the shape of the tensor {}": lambda: _on_chip(
+        lambda d: _slice_write(d, [0, 0, 32, 0], [1, 1, 96, 64], [1, 1, 1, 1])),
+    "Step is not supported for sharded slice_write operation": lambda: _on_chip(
+        lambda d: _slice_write(d, [0, 0, 0, 0], [1, 1, 64, 64], [1, 1, 2, 1], sharded=True)),
+    "slice_write expects output start for the last dimension to be 0. Got {}": lambda: _on_chip(
+        lambda d: _slice_write(d, [0, 0, 0, 32], [1, 1, 32, 64], [1, 1, 1, 1], width=32)),
+    "slice_write input & output must have the same dtype": lambda: _on_chip(
+        lambda d: _slice_write(d, [0, 0, 0, 0], [1, 1, 32, 64], [1, 1, 1, 1], dtype=ttsim.float32)),
+    "Only tilized inputs supported.": lambda: _on_chip(
+        lambda d: ttsim.rms_norm_pre_all_gather(_tiled(d, layout=ttsim.ROW_MAJOR_LAYOUT))),
+    "Only interleaved inputs supported.": lambda: _on_chip(lambda d: ttsim.rms_norm_pre_all_gather(
+        ttsim.to_memory_config(_tiled(d), ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG))),
+    "Input data format not supported.": lambda: _on_chip(
+        lambda d: ttsim.rms_norm_pre_all_gather(_tiled(d, dtype=ttsim.int32))),
+    "Residual tensor must have TILE layout, got: {}": lambda: _on_chip(lambda d: ttsim.rms_norm_pre_all_gather(
+        _tiled(d), residual_input_tensor=_tiled(d, layout=ttsim.ROW_MAJOR_LAYOUT))),
+    "Stats tensor must have TILE layout, got: {}": lambda: _on_chip(lambda d: ttsim.rms_norm_post_all_gather(
+        _tiled(d), _tiled(d, (1, 1, 32, 32), layout=ttsim.ROW_MAJOR_LAYOUT))),
+    "Expected {} semaphores but got {}": lambda: _on_chip(lambda d: ttsim.experimental.reduce_scatter_minimal_async(
+        _tiled(d), dim=3, multi_device_global_semaphore=_semaphores(d, 2))),
+    "Both addcmul_input_tensor1 and addcmul_input_tensor2 must be provided together.": lambda: _on_chip(
+        lambda d: ttsim.experimental.all_gather_minimal_matmul_async(
+            _tiled(d), _tiled(d, (1, 1, 64, 32)), multi_device_global_semaphore=_semaphores(d, 2),
+            barrier_semaphore=_semaphores(d, 1)[0], addcmul_input_tensor1=_tiled(d))),
+    "chunk_sizes must sum to the output width N={}, got {}": lambda: _on_chip(
+        lambda d: ttsim.experimental.all_gather_minimal_matmul_async(
+            _tiled(d), _tiled(d, (1, 1, 64, 32)), multi_device_global_semaphore=_semaphores(d, 2),
+            barrier_semaphore=_semaphores(d, 1)[0], chunk_sizes=[16])),
+    "fast_reduce_nc dims should not be empty": lambda: _on_chip(lambda d: ttsim.experimental.fast_reduce_nc(_tiled(d))),
+    "FastReduceNC reduces only outer dims: dim must be between 0 and {}, but has {}": lambda: _on_chip(
+        lambda d: ttsim.experimental.fast_reduce_nc(_tiled(d), dims=[3])),
+    "dims must be unique": lambda: _on_chip(lambda d: ttsim.experimental.fast_reduce_nc(_tiled(d), dims=[0, 0])),
+    "flat q width {} != H*K ({}*{}); flat q/k path assumes K==V": lambda: _on_chip(lambda d: _flat_gdn(d, qw=48)),
+    "HV ({}) must be divisible by H ({})": lambda: _on_chip(lambda d: _flat_gdn(d, qw=96)),
+    "OPT-A flat v requires T ({}) to be a multiple of chunk_size ({})": lambda: _on_chip(lambda d: _flat_gdn(d, t=48)),
+    "OPT-A flat q/k requires T ({}) to be a multiple of chunk_size ({})": lambda: _on_chip(
+        lambda d: _flat_gdn(d, t=48, flat_v=False)),
+    "OPT-A flat q/k needs the in-kernel norm (chunk_size == 32)": lambda: _on_chip(lambda d: _flat_gdn(d, chunk=64)),
+    "chunk_start_idx tensor must be int32. Got {}": lambda: _on_chip(_uint_chunk_start),
+    "cache_tensor1 and cache_tensor2 must have identical shapes": lambda: _on_chip(lambda d: _fused_update(d, cache2=(2, 1, 32, 64))),
+    "input_tensor1 and input_tensor2 must have identical shapes": lambda: _on_chip(lambda d: _fused_update(d, x2=(1, 1, 1, 64))),
+    "input_tensor1 ({}) and input_tensor2 ({}) must not overlap": lambda: _on_chip(lambda d: _fused_update(d, grids=((0, 1), (1, 2)))),
+    "input_tensor1 ({}) and input_tensor2 ({}) must have same number of cores": lambda: _on_chip(
+        lambda d: _fused_update(d, grids=((0, 1), (2, 4)))),
+    "Tile size is not valid for our hardware": lambda: ttsim.Tile([64, 32]),
+    "Tile height must equal 16 or 32 in transpose mode": lambda: ttsim.Tile([8, 32], transpose_tile=True),
+    "Last 2 dims of input shape must be multiples of 32": lambda: ttsim.from_torch(
+        torch.zeros(2, 40, 20), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, tile=ttsim.Tile([16, 32])).to(
+        ttsim.ROW_MAJOR_LAYOUT),
 }
+
+
+def _slice_write(dev, start, end, step, sharded=False, width=64, dtype=ttsim.bfloat16):
+    out = ttsim.from_torch(torch.zeros(1, 1, 64, 64), dtype=ttsim.bfloat16, device=dev)
+    src = _tiled(dev, (1, 1, 32, width), dtype=dtype)
+    if sharded:
+        src = ttsim.to_memory_config(src, ttsim.L1_HEIGHT_SHARDED_MEMORY_CONFIG)
+    ttsim.experimental.slice_write(src, out, start, end, step)
+
+
+def _semaphores(dev, n):
+    cores = ttsim.CoreRangeSet({ttsim.CoreRange(ttsim.CoreCoord(0, 0), ttsim.CoreCoord(1, 1))})
+    return [ttsim.create_global_semaphore(dev, cores, 0) for _ in range(n)]
+
+
+def _flat_gdn(dev, t=64, qw=64, flat_v=True, chunk=32):
+    q = _tiled(dev, (1, t, qw), dtype=ttsim.float32)
+    v = _tiled(dev, (1, t, 128) if flat_v else (1, t, 4, 32), dtype=ttsim.float32)
+    gb = _tiled(dev, (1, t, 4), dtype=ttsim.float32)
+    ttsim.transformer.chunk_gated_delta_rule(q, q, v, gb, gb, chunk_size=chunk)
+
+
+def _uint_chunk_start(dev):
+    q = _tiled(dev, (1, 1, 64, 64))
+    cache = _tiled(dev, (4, 1, 32, 64))
+    table = ttsim.from_torch(torch.zeros(1, 4, dtype=torch.int32), device=dev)
+    start = ttsim.from_torch(torch.zeros(1, dtype=torch.int32), dtype=ttsim.uint32, device=dev)
+    ttsim.transformer.chunked_scaled_dot_product_attention(q, cache, cache, table, chunk_start_idx_tensor=start)
+
+
+def _fused_update(dev, cache2=(4, 1, 32, 64), x2=(1, 2, 1, 64), grids=None):
+    table = ttsim.from_torch(torch.zeros(2, 2, dtype=torch.int32), device=dev)
+    x1, xb = _tiled(dev, (1, 2, 1, 64)), _tiled(dev, x2)
+    if grids is not None:
+        (a0, a1), (b0, b1) = grids
+
+        def cfg(x0, x1_):
+            grid = ttsim.CoreRangeSet({ttsim.CoreRange(ttsim.CoreCoord(x0, 0), ttsim.CoreCoord(x1_, 0))})
+            return ttsim.create_sharded_memory_config(shape=(32, 64), core_grid=grid,
+                                                      strategy=ttsim.ShardStrategy.HEIGHT,
+                                                      use_height_and_width_as_shard_shape=True)
+
+        x1, xb = ttsim.to_memory_config(x1, cfg(a0, a1)), ttsim.to_memory_config(xb, cfg(b0, b1))
+    ttsim.experimental.paged_fused_update_cache(_tiled(dev, (4, 1, 32, 64)), x1, _tiled(dev, cache2), xb,
+                                                update_idxs=[0, 0], page_table=table)
 
 
 def test_every_refusal_speaks_a_tt_fatal_text_found_in_the_real_0_81_1_libraries(real):

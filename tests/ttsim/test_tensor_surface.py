@@ -327,9 +327,13 @@ def test_from_torch_takes_the_standard_tile(device):
 
 @pytest.mark.parametrize("tile", [ttsim.Tile([16, 32]), ttsim.Tile([32, 16]), ttsim.Tile([32, 32], True)],
                          ids=["16x32", "32x16", "transposed"])
-def test_from_torch_refuses_other_tiles_by_name(tile):
-    with pytest.raises(ttsim.TTFatal, match=r"from_torch: tile=Tile with shape: .* is not modelled by ttsim"):
-        ttsim.from_torch(HOST_2X3, layout=ttsim.TILE_LAYOUT, tile=tile)
+def test_from_torch_stores_other_tiles(tile):
+    """Measured against 0.81.1 in tests/ttsim/test_tiles.py; here: the tile is kept and the values come back."""
+    t = ttsim.from_torch(HOST_2X3, layout=ttsim.TILE_LAYOUT, tile=tile)
+    c = ttsim.Tensor(HOST_2X3, ttsim.float32, layout=ttsim.TILE_LAYOUT, tile=tile)
+    assert t.tile == tile and c.tile == tile and torch.equal(ttsim.to_torch(c), HOST_2X3)
+    h, w = tile.tile_shape
+    assert list(t.padded_shape) == [h * -(-2 // h), w * -(-3 // w)]
 
 
 # -- ROW_MAJOR of a host block-float tensor (0.81.1's host to_layout) --------------------------

@@ -71,20 +71,32 @@ _ONE_PARAM: dict[UnaryOpType, Callable[[torch.Tensor, float], torch.Tensor]] = {
     # the param is fast_and_approximate_mode: a precision hint (ttsim/hints.py), the accurate GELU
     UnaryOpType.GELU: lambda x, p: F.gelu(x),
 }
+#: ttnn 0.81.1's three-argument UnaryWithParam(op, p0, p1): SOFTPLUS's (beta, threshold), as
+#: ttnn.softplus takes them (``log(1 + exp(beta x)) / beta``, ``x`` where ``beta x > threshold``)
+_TWO_PARAMS: dict[UnaryOpType, Callable[[torch.Tensor, float, float], torch.Tensor]] = {
+    UnaryOpType.SOFTPLUS: lambda x, beta, threshold: F.softplus(x, beta=beta, threshold=threshold),
+}
 
 
 class UnaryWithParam:
-    """ttnn.UnaryWithParam(op) or UnaryWithParam((op, param)): one fused activation."""
+    """ttnn.UnaryWithParam: one fused activation, as 0.81.1's overloads build it:
+    ``(op)``, ``(op, param)``, ``(op, param0, param1)`` or ``((op, param))``."""
 
-    def __init__(self, arg, /):
-        op, params = (arg[0], tuple(float(p) for p in arg[1:])) if isinstance(arg, tuple) else (arg, ())
-        if not isinstance(op, UnaryOpType):
-            raise TTFatal(f"UnaryWithParam: expected a ttnn.UnaryOpType, got {op!r}")
-        self.op_type = op
-        self.params = list(params)
+    def __init__(self, arg, /, *params):
+        if isinstance(arg, tuple):
+            if params or len(arg) != 2:
+                raise TTFatal(f"UnaryWithParam: a tuple argument is (op, param), got {arg!r}{params or ''}")
+            arg, params = arg[0], arg[1:]
+        if not isinstance(arg, UnaryOpType):
+            raise TTFatal(f"UnaryWithParam: expected a ttnn.UnaryOpType, got {arg!r}")
+        if len(params) > 2:
+            raise TTFatal(f"UnaryWithParam: at most two params (0.81.1's overloads), got {len(params)}")
+        self.op_type = arg
+        self.params = [float(p) for p in params]
 
-    def __repr__(self) -> str:
-        return f"UnaryWithParam({self.op_type!r}, {self.params})"
+    def __repr__(self) -> str:  # 0.81.1's text: UnaryWithParam(op_type=UnaryOpType::SOFTPLUS, params=[1, 20])
+        shown = ", ".join(f"{p:g}" for p in self.params)
+        return f"UnaryWithParam(op_type=UnaryOpType::{self.op_type.name}, params=[{shown}])"
 
 
 def _one(name: str, where: str, act) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -98,6 +110,9 @@ def _one(name: str, where: str, act) -> Callable[[torch.Tensor], torch.Tensor]:
     if op in _ONE_PARAM and len(params) == 1:
         p = params[0]
         return lambda x: _ONE_PARAM[op](x, p)
+    if op in _TWO_PARAMS and len(params) == 2:
+        p0, p1 = params
+        return lambda x: _TWO_PARAMS[op](x, p0, p1)
     raise TTFatal(f"{name}: {where}: {op!r} with params {params} is not modelled by ttsim")
 
 

@@ -21,13 +21,12 @@ import torch
 
 from ..kernels import attention as K
 from ..kernels import attention_rules as R
-from ..kernels import gdn as G
 from ..kernels.card_index import U32, DeviceHang
 from ..stray import DeviceTimeout, PagedView
 from ..tensor import Tensor, _describe
-from ..types import INTEGER_TYPES, TILE_SIZE, ChunkGdnWyInverse, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
+from ..types import INTEGER_TYPES, TILE_SIZE, CoreCoord, DataType, Layout, MemoryConfig, TTFatal
 from .unmodelled import refuse_unmodelled
-from .base import logical, require_device_tensor, require_layout, require_same_device, run_inplace, run_op
+from .base import require_device_tensor, require_layout, require_same_device, run_inplace, run_op
 
 
 @dataclass
@@ -48,8 +47,10 @@ class SDPAProgramConfig:
                  exp_approx_mode=None, max_cores_per_head_batch=16, max_k_splits=1, matmul_math_fidelity=None,
                  segmented_accumulation=False):
         for name, value in (("q_chunk_size", q_chunk_size), ("k_chunk_size", k_chunk_size)):
-            if not isinstance(value, int) or value <= 0 or value % TILE_SIZE:
-                raise TTFatal(f"SDPAProgramConfig: {name} must be a positive multiple of {TILE_SIZE}, got {value!r}")
+            # 0 is the decode kernel's own choice (attention/tp.py's decode config passes 0 for both)
+            if not isinstance(value, int) or value < 0 or value % TILE_SIZE:
+                raise TTFatal(f"SDPAProgramConfig: {name} must be 0 or a positive multiple of {TILE_SIZE}, "
+                              f"got {value!r}")
         self.compute_with_storage_grid_size = compute_with_storage_grid_size
         self.sub_core_grids = sub_core_grids
         self.q_chunk_size = q_chunk_size
@@ -73,10 +74,18 @@ class SDPAProgramConfig:
 _DEFAULT_CHUNK = 32
 
 
-def _chunks(program_config) -> tuple[int, int]:
+def _chunks(program_config, op: str = "", decode: bool = False) -> tuple[int, int]:
+    """The config's chunk sizes; a decode's 0 (the kernel chooses) is the default chunk, which only
+    reorders its fp32 sums; a prefill's 0 is not modelled."""
     if program_config is None:
         return _DEFAULT_CHUNK, _DEFAULT_CHUNK
-    return program_config.q_chunk_size, program_config.k_chunk_size
+    qc, kc = program_config.q_chunk_size, program_config.k_chunk_size
+    if decode:
+        return qc or _DEFAULT_CHUNK, kc or _DEFAULT_CHUNK
+    if not qc or not kc:
+        raise TTFatal(f"{op}: a chunk size of 0 (the decode kernel's own choice) is not modelled for prefill; "
+                      f"pass positive multiples of {TILE_SIZE}")
+    return qc, kc
 
 
 @contextmanager
@@ -195,7 +204,7 @@ def scaled_dot_product_attention(
     if sink is not None:
         inputs.append(sink)
     require_same_device(op, dict(zip(["q", "k", "v", "mask", "sink"], inputs)))
-    qc, kc = _chunks(program_config)
+    qc, kc = _chunks(program_config, op)
     has_mask = attn_mask is not None
 
     def math(q, k, v, *rest):
@@ -250,25 +259,46 @@ def chunked_scaled_dot_product_attention(
     op = "chunked_scaled_dot_product_attention"
     _check_paged(op, input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor, decode=False,
                  batch=input_tensor_q.shape[0])
-    _refuse(op, chunk_start_idx_tensor=chunk_start_idx_tensor, paged_cache_geometry=paged_cache_geometry)
+    _refuse(op, paged_cache_geometry=paged_cache_geometry)
     window = _window(op, sliding_window_size)
     sink = _sink_input(op, attention_sink, input_tensor_q.shape[1], decode=False)
-    if chunk_start_idx is None:
-        raise TTFatal(f"{op}: chunk_start_idx is required (chunk_start_idx_tensor is not modelled)")
-    qc, kc = _chunks(program_config)
-    with _rules(op):
-        R.chunk_start(chunk_start_idx, qc, kc)
+    qc, kc = _chunks(program_config, op)
+    start_tensor = _chunk_start_tensor(op, chunk_start_idx, chunk_start_idx_tensor)
+    if start_tensor is None:
+        with _rules(op):
+            R.chunk_start(chunk_start_idx, qc, kc)
     b, nqh, sq, d = input_tensor_q.shape
     extra = [sink] if sink is not None else []
+    if start_tensor is not None:
+        extra.append(start_tensor)
 
     def math(q, k, v, pt, *rest):
+        rest = list(rest)
+        # a device-resident start (the flexible chunked prefill: one program for every chunk) is read
+        # when the command runs; its alignment is checked then, as the kernel's rule
+        start = int(rest.pop().reshape(-1)[0]) if start_tensor is not None else chunk_start_idx
         logits = _sink_logits(rest[0], False, scale, d) if rest else None
-        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, _ids(pt), chunk_start_idx, scale=scale,
+        return _kernel_call(op, K.chunked_sdpa_paged, q, k, v, _ids(pt), start, scale=scale,
                             q_chunk_size=qc, k_chunk_size=kc, window=window, sink=logits)
 
     return run_op(op, [input_tensor_q, input_tensor_k, input_tensor_v, page_table_tensor] + extra,
                   (b, nqh, sq, input_tensor_v.shape[3]), input_tensor_q._dtype, Layout.TILE, math,
                   memory_config=memory_config)
+
+
+def _chunk_start_tensor(op: str, chunk_start_idx, chunk_start_idx_tensor) -> Tensor | None:
+    """The device tensor holding the chunk start (its first element), or None for the int form.
+    As tt-metal's validation: one of the two, not both; the tensor int32."""
+    if chunk_start_idx is not None and chunk_start_idx_tensor is not None:
+        raise TTFatal("!(chunk_start_idx.has_value() && chunk_start_idx_tensor.has_value())")
+    if chunk_start_idx_tensor is None:
+        if chunk_start_idx is None:
+            raise TTFatal(f"{op}: chunk_start_idx or chunk_start_idx_tensor is required")
+        return None
+    t = require_device_tensor(op, "chunk_start_idx_tensor", chunk_start_idx_tensor)
+    if t._dtype != DataType.INT32:
+        raise TTFatal(f"chunk_start_idx tensor must be int32. Got {t._dtype!r}")
+    return t
 
 
 def paged_scaled_dot_product_attention_decode(
@@ -374,7 +404,7 @@ def _decode(op, q, k, v, table_inputs, fixed_table, is_causal, attn_mask, cur_po
     sink = _sink_input(op, attention_sink, nqh, decode=True)
     if sink is not None:
         inputs.append(sink)
-    _, kc = _chunks(program_config)
+    _, kc = _chunks(program_config, op, decode=True)
     dv = v.shape[3]
     n_table = len(table_inputs)
     fixed_pos = torch.tensor(cur_pos or [], dtype=torch.int64)
@@ -476,6 +506,56 @@ def paged_update_cache(
     return cache_tensor
 
 
+def paged_fused_update_cache(
+    cache_tensor1: Tensor,
+    input_tensor1: Tensor,
+    cache_tensor2: Tensor,
+    input_tensor2: Tensor,
+    *,
+    update_idxs: list[int] = [],  # noqa: B006 - mirrors ttnn's default; never mutated
+    update_idxs_tensor: Tensor | None = None,
+    share_cache: bool | None = None,
+    page_table: Tensor | None = None,
+    batch_offset: int = 0,
+    compute_kernel_config=None,
+    mesh_coords=None,
+) -> tuple[Tensor, Tensor]:
+    """K and V written in one op: ``paged_update_cache`` of each pair at the same positions through
+    the same page table, returning both caches. tt-metal's checks, in its words: equal cache shapes
+    and memory configs, equal input shapes and dtypes (FLOAT32 or BFLOAT16), and the two inputs'
+    shard grids (the cores each half of the kernel runs on) the same size and disjoint."""
+    op = "paged_fused_update_cache"
+    for name, t in (("cache_tensor1", cache_tensor1), ("input_tensor1", input_tensor1),
+                    ("cache_tensor2", cache_tensor2), ("input_tensor2", input_tensor2)):
+        require_device_tensor(op, name, t)
+    if tuple(cache_tensor1.shape) != tuple(cache_tensor2.shape):
+        raise TTFatal("cache_tensor1 and cache_tensor2 must have identical shapes")
+    if cache_tensor1._memory_config != cache_tensor2._memory_config:
+        raise TTFatal("cache_tensor1 and cache_tensor2 must have identical memory configurations")
+    if tuple(input_tensor1.shape) != tuple(input_tensor2.shape):
+        raise TTFatal("input_tensor1 and input_tensor2 must have identical shapes")
+    for t in (input_tensor1, input_tensor2):
+        if t._dtype not in (DataType.FLOAT32, DataType.BFLOAT16):
+            raise TTFatal("Data type of input tensor for paged_fused_update_cache must be FLOAT32 or BFLOAT16; decode "
+                          "update repacks into the cache dtype and should not receive low-precision packed input")
+    if input_tensor1._dtype != input_tensor2._dtype:
+        raise TTFatal("input_tensor1.dtype() == input_tensor2.dtype()")
+    spec1 = getattr(input_tensor1._memory_config, "shard_spec", None)
+    spec2 = getattr(input_tensor2._memory_config, "shard_spec", None)
+    if spec1 is not None and spec2 is not None:
+        g1, g2 = spec1.grid, spec2.grid
+        if g1.num_cores() != g2.num_cores():
+            raise TTFatal(f"input_tensor1 ({g1!r}) and input_tensor2 ({g2!r}) must have same number of cores")
+        cores1 = {c for r in g1.ranges() for c in r._cores()}
+        if any(c in cores1 for r in g2.ranges() for c in r._cores()):
+            raise TTFatal(f"input_tensor1 ({g1!r}) and input_tensor2 ({g2!r}) must not overlap")
+    common = dict(update_idxs=update_idxs, update_idxs_tensor=update_idxs_tensor, share_cache=share_cache,
+                  page_table=page_table, batch_offset=batch_offset, mesh_coords=mesh_coords)
+    paged_update_cache(cache_tensor1, input_tensor1, **common)
+    paged_update_cache(cache_tensor2, input_tensor2, **common)
+    return cache_tensor1, cache_tensor2
+
+
 def paged_fill_cache(
     cache_tensor: Tensor,
     input_tensor: Tensor,
@@ -522,154 +602,3 @@ def paged_fill_cache(
 
     run_inplace(op, cache_tensor, inputs, update)
     return cache_tensor
-
-
-# -- gated delta rule ------------------------------------------------------------------
-
-def _gdn_inputs(op, q, k, v, g, beta):
-    tensors = {"q": q, "k": k, "v": v, "g": g, "beta": beta}
-    for name, t in tensors.items():
-        require_device_tensor(op, name, t)
-    require_same_device(op, tensors)
-    if len(q.shape) != 4 or tuple(k.shape) != tuple(q.shape):
-        raise TTFatal(f"{op}: q and k must both be [B, T, H, K]: q {_describe(q)}, k {_describe(k)}")
-    bsz, t, hk, _ = q.shape
-    if len(v.shape) != 4 or tuple(v.shape[:2]) != (bsz, t) or v.shape[2] % hk:
-        raise TTFatal(f"{op}: v must be [B, T, HV, V] with HV a multiple of q's {hk} key heads, got {_describe(v)}")
-    h = v.shape[2]
-    for name in ("g", "beta"):
-        if tuple(tensors[name].shape) != (bsz, t, h):
-            raise TTFatal(f"{op}: {name} must be [B, T, HV] = {[bsz, t, h]}, got {_describe(tensors[name])}")
-    return list(tensors.values())
-
-
-def _grouped(kernel, group: int):
-    """Grouped value heads (Qwen3.6 GDN: HV = 2 x H key heads): value head j reads key head
-    j // group, so q and k are repeated per value head (HF Qwen3-Next's repeat_interleave)."""
-    if group == 1:
-        return kernel
-
-    def run(q, k, *rest, **kwargs):
-        return kernel(q.repeat_interleave(group, dim=2), k.repeat_interleave(group, dim=2), *rest, **kwargs)
-
-    return run
-
-
-def chunk_gated_delta_rule(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *,
-    scale: float | None = None,
-    initial_state: Tensor | None = None,
-    output_final_state: bool = False,
-    chunk_size: int = 64,
-    use_qk_l2norm: bool = False,
-    output_head_major: bool = False,
-    program_config=None,
-    wy_inverse: ChunkGdnWyInverse = ChunkGdnWyInverse.AUTO,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config=None,
-    eye=None, tril=None, ones=None, masks=None,
-):
-    """Chunked gated delta rule (prefill). Returns o ``[B, T, H, V]`` and, if asked, the
-    final state ``[B, H, K, V]`` (fp32)."""
-    op = "chunk_gated_delta_rule"
-    inputs = _gdn_inputs(op, q, k, v, g, beta)
-    _refuse(op, output_head_major=output_head_major)
-    if not isinstance(chunk_size, int) or chunk_size <= 0:
-        raise TTFatal(f"{op}: chunk_size must be a positive int, got {chunk_size!r}")
-    return _gdn(op, G.chunk_gated_delta_rule, inputs, scale, initial_state, None, output_final_state,
-                use_qk_l2norm, memory_config, {"chunk_size": chunk_size})
-
-
-def fused_recurrent_gated_delta_rule(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *,
-    scale: float | None = None,
-    initial_state: Tensor | None = None,
-    initial_state_block_idx: Tensor | None = None,
-    output_final_state: bool = False,
-    output_per_token_state: bool = False,
-    use_qk_l2norm: bool = False,
-    memory_config: MemoryConfig | None = None,
-    compute_kernel_config=None,
-):
-    """Token-by-token gated delta rule (decode). With ``initial_state_block_idx`` the state
-    pool ``initial_state [N, H, K, V]`` is read at each row's index and updated IN PLACE
-    (rows whose index is < 0 are skipped), as a per-slot recurrent state needs."""
-    op = "fused_recurrent_gated_delta_rule"
-    inputs = _gdn_inputs(op, q, k, v, g, beta)
-    _refuse(op, output_per_token_state=output_per_token_state)
-    return _gdn(op, G.recurrent_gated_delta_rule, inputs, scale, initial_state, initial_state_block_idx,
-                output_final_state, use_qk_l2norm, memory_config, {})
-
-
-def _gdn(op, kernel, inputs, scale, initial_state, block_idx, output_final_state, use_qk_l2norm,
-         memory_config, extra):
-    q = inputs[0]
-    bsz, t, hk, dk = q.shape
-    h, dv = inputs[2].shape[2], inputs[2].shape[3]
-    kernel = _grouped(kernel, h // hk)
-    if initial_state is not None:
-        require_device_tensor(op, "initial_state", initial_state)
-    if block_idx is not None:
-        if initial_state is None:
-            raise TTFatal(f"{op}: initial_state_block_idx needs initial_state (the state pool)")
-        require_device_tensor(op, "initial_state_block_idx", block_idx)
-        _check_int(op, "initial_state_block_idx", block_idx)
-        if tuple(block_idx.shape) != (bsz,):
-            raise TTFatal(f"{op}: initial_state_block_idx must be [{bsz}], got {_describe(block_idx)}")
-        return _gdn_pooled(op, kernel, inputs, scale, initial_state, block_idx, use_qk_l2norm, memory_config)
-    state_shape = (bsz, h, dk, dv)
-    if initial_state is not None and tuple(initial_state.shape) != state_shape:
-        raise TTFatal(f"{op}: initial_state must be {list(state_shape)}, got {_describe(initial_state)}")
-    extra_in = [initial_state] if initial_state is not None else []
-    results: dict[int, tuple] = {}
-
-    def compute(chip, *xs):
-        if chip not in results:
-            qq, kk, vv, gg, bb, *s = xs
-            results[chip] = kernel(qq, kk, vv, gg, bb, scale=scale, initial_state=s[0] if s else None,
-                                   use_qk_l2norm=use_qk_l2norm, **extra)
-        return results[chip]
-
-    def out_math(*xs):
-        *args, chip = xs
-        o, _ = compute(chip, *args)
-        results.pop(chip, None) if not output_final_state else None
-        return o
-
-    out = run_op(op, inputs + extra_in, (bsz, t, h, dv), q._dtype, q._layout, out_math,
-                 memory_config=memory_config, chip_args=lambda i: (i,))
-    if not output_final_state:
-        return out
-
-    def state_math(*xs):
-        *args, chip = xs
-        _, s = compute(chip, *args)
-        results.pop(chip)
-        return s
-
-    state = run_op(op + " (final state)", inputs + extra_in, state_shape, DataType.FLOAT32, q._layout, state_math,
-                   memory_config=memory_config, chip_args=lambda i: (i,))
-    return out, state
-
-
-def _gdn_pooled(op, kernel, inputs, scale, pool, block_idx, use_qk_l2norm, memory_config):
-    q = inputs[0]
-    bsz, t, h, dv = inputs[2].shape
-
-    def math(qq, kk, vv, gg, bb, idx, pool_data):
-        rows = [r for r in range(bsz) if int(idx[r]) >= 0]
-        out = torch.zeros(bsz, t, h, dv)
-        if not rows:
-            return out
-        sel = torch.tensor(rows)
-        slots = idx[sel].to(torch.int64)
-        if int(slots.max()) >= pool_data.shape[0]:
-            raise TTFatal(f"{op}: initial_state_block_idx {idx.tolist()} exceeds the state pool of {pool_data.shape[0]}")
-        o, s = kernel(qq[sel], kk[sel], vv[sel], gg[sel], bb[sel], scale=scale,
-                      initial_state=logical(pool_data, pool)[slots], use_qk_l2norm=use_qk_l2norm)
-        pool_data[slots] = s.to(pool_data.dtype)
-        out[sel] = o
-        return out
-
-    return run_op(op, inputs + [block_idx], (bsz, t, h, dv), q._dtype, q._layout, math,
-                  memory_config=memory_config, pool=pool)

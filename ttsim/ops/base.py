@@ -118,14 +118,18 @@ def _tile_pads(shape: tuple[int, ...]) -> tuple[int, ...] | None:
 
 
 def storage(x: torch.Tensor, dtype: DataType, layout: Layout, inputs: Sequence[torch.Tensor] = (),
-            canonical: bool = False) -> torch.Tensor:
+            canonical: bool = False, tile=None) -> torch.Tensor:
     """Logical results -> storage form of the output (padded with zeros if TILE).
 
     The result is never ``x`` itself when ``x`` may be one of the math's ``inputs`` or a
     view: a buffer owns its data (another buffer's in-place write must not show here).
     ``canonical``: a bf16 ``x`` is known to hold no NaN but 0x7FC0 (values moved from
     canonical buffers, see :func:`canonical_bf16`), so its NaN canonicalisation is skipped:
-    it would change no byte."""
+    it would change no byte. ``tile``: a tile other than 32x32 (ttsim/tiles.py) the output is stored in."""
+    if tile is not None and layout == Layout.TILE:
+        from ..tensor import _storage_of
+
+        return _storage_of(x.reshape(1, 1) if x.dim() == 0 else x, dtype, layout, 0.0, tile)
     if layout == Layout.TILE and x.dim() == 0:  # rank 0 is stored as element [0, 0] of one tile
         x = x.reshape(1, 1)
     pads = _tile_pads(tuple(x.shape)) if layout == Layout.TILE else None
@@ -187,7 +191,27 @@ def broadcast_shapes(*shapes) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory_config, cq_id) -> Tensor:
+#: the ops that take a tensor stored in tiles other than 32x32 and keep its tile (placement and
+#: dtype changes); every other op refuses such an input (see :func:`_check_tiles`)
+TILE_KEEPING = frozenset({"to_memory_config", "interleaved_to_sharded", "sharded_to_interleaved", "typecast",
+                          "to_layout"})
+
+
+def _check_tiles(op: str, inputs) -> None:
+    """ttsim models tiles other than 32x32 (ttsim/tiles.py) through the host conversions and the
+    placement / dtype ops of :data:`TILE_KEEPING`; any other op refuses them rather than guess
+    which tile its output would have on a card."""
+    if op in TILE_KEEPING:
+        return
+    for t in inputs:
+        tile = getattr(t, "_tile", None)
+        if tile is not None:
+            raise TTFatal(f"{op}: an input is stored in {tile!r} tiles (transposed={tile.transpose_tile}); ttsim "
+                          f"models tiles other than 32x32 only through from_torch/to_torch, to_device/from_device "
+                          f"and {sorted(TILE_KEEPING)}")
+
+
+def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory_config, cq_id, tile=None) -> Tensor:
     """The output tensor, allocated (host side, at the call) on the chips of the first input."""
     if out_dtype in BLOCK_FLOATS and out_layout != Layout.TILE:
         raise TTFatal(f"{op}: output dtype {out_dtype!r} requires TILE_LAYOUT")
@@ -195,7 +219,7 @@ def _allocate_output(op, first: Tensor, out_shape, out_dtype, out_layout, memory
     device.check_cq(cq_id, op)
     mc = memory_config or first._memory_config or DRAM_MEMORY_CONFIG
     check_placement(op, out_shape, out_layout, mc)
-    out = Tensor._make(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc)
+    out = Tensor._make(tuple(out_shape), out_dtype, out_layout, device=device, memory_config=mc, tile=tile)
     chips = [b.chip for b in first._buffers]
     out._buffers = device.allocate(mc.buffer_type, out_dtype, out_layout, out._padded, op, chips=chips)
     return out
@@ -233,6 +257,7 @@ def run_op(
     output_tensor: Tensor | None = None,
     moves_values: bool = False,
     program_key: tuple = (),
+    tile=None,
 ) -> Tensor:
     """Allocate the output and enqueue ``math(*logical_inputs, *extras)`` per chip i.
 
@@ -247,13 +272,16 @@ def run_op(
     ``pool`` that tensor's storage on chip i, which ``math`` may update in place.
     With ``output_tensor`` (validated by :func:`take_output`) the result is written into it.
     ``program_key``: attributes the op's program cache entry is keyed on besides tensor specs.
+    ``tile``: the output's tile when it is not 32x32 (the ops of :data:`TILE_KEEPING`).
     """
+    _check_tiles(op, inputs)
     cq_id = current_cq_id(cq_id)
     if output_tensor is not None:
         output_tensor._device.check_cq(cq_id, op)
         out = output_tensor
     else:
-        out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
+        out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id, tile)
+    out_tile = out._tile
     device = out._device
     in_bufs = [t._buffers for t in inputs]
     out_bufs = out._buffers
@@ -284,7 +312,7 @@ def run_op(
                 if b.canon is not b.data and not canonical_bf16(b):
                     canon = False
                     break
-            ob.data = data = storage(math(*args), out_dtype, out_layout, args, canon)
+            ob.data = data = storage(math(*args), out_dtype, out_layout, args, canon, out_tile)
             if bf16_out:  # storage canonicalises every bf16 result
                 ob.canon = data
 
@@ -297,6 +325,7 @@ def run_op(
 def run_inplace(op: str, target: Tensor, inputs: Sequence[Tensor], update: Callable[..., None], *,
                 cq_id: int | None = None) -> None:
     """Enqueue ``update(target_storage, *logical_inputs, chip_index)`` mutating ``target`` in place."""
+    _check_tiles(op, [target, *inputs])
     device = target._device
     cq_id = current_cq_id(cq_id)
     device.check_cq(cq_id, op)
@@ -330,6 +359,7 @@ def run_collective(
     (chip order = the tensor's buffer order) and returns one logical result per chip.
     """
     check_collective(inputs[0]._device, op)
+    _check_tiles(op, inputs)
     cq_id = current_cq_id(cq_id)
     out = _allocate_output(op, inputs[0], out_shape, out_dtype, out_layout, memory_config, cq_id)
     device = out._device

@@ -34,7 +34,7 @@ def to_layout(
     if tensor._device is None:
         return host_to_layout(tensor, layout, dtype, pad_value)
     require_device_tensor("to_layout", "tensor", tensor)
-    return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x,
+    return run_op("to_layout", [tensor], tensor._shape, dtype, layout, lambda x: x, tile=tensor._tile,
                   memory_config=memory_config, moves_values=True)
 
 
@@ -56,38 +56,17 @@ def typecast(
         dtype = take_output("typecast", output_tensor, input_tensor._shape, dtype, input_tensor._layout, input_tensor,
                             dtype_given=True)
     return run_op("typecast", [input_tensor], input_tensor._shape, dtype, input_tensor._layout, lambda x: x,
+                  tile=input_tensor._tile,
                   memory_config=memory_config, output_tensor=output_tensor, moves_values=True)
 
 
 
-class Tile:
-    """ttnn.Tile: a tile shape. ttsim stores every TILE tensor in 32x32 tiles; ops refuse others."""
-
-    def __init__(self, tile_shape, transpose_tile: bool = False):
-        self._shape = [int(d) for d in tile_shape]
-        if len(self._shape) != 2:
-            raise TTFatal(f"Tile: tile_shape must be [height, width], got {tile_shape!r}")
-        self.transpose_tile = bool(transpose_tile)
-
-    @property
-    def tile_shape(self) -> list[int]:
-        return list(self._shape)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Tile) and (self._shape, self.transpose_tile) == (other._shape, other.transpose_tile)
-
-    def __hash__(self) -> int:
-        return hash((tuple(self._shape), self.transpose_tile))
-
-    def __repr__(self) -> str:
-        return f"Tile with shape: [{self._shape[0]}, {self._shape[1]}]"
-
-
-_STANDARD_TILE = Tile([TILE_SIZE, TILE_SIZE])
+from .. import tiles as _tiles  # noqa: E402
+from ..tiles import STANDARD as _STANDARD_TILE, Tile  # noqa: E402 - ttnn.Tile lives in ttsim/tiles.py
 
 
 def _standard_tile(op: str, tile) -> None:
-    if tile is not None and tile != _STANDARD_TILE:
+    if tile is not None and not _tiles.is_standard(tile):
         raise TTFatal(f"{op}: tile={tile!r} is not modelled by ttsim (only 32x32 tiles)")
 
 
@@ -188,7 +167,7 @@ def to_memory_config(tensor: Tensor, memory_config: MemoryConfig, dtype: DataTyp
         out_dtype = take_output(op, output_tensor, x._shape, out_dtype, x._layout, x, dtype is not None)
     elif memory_config == x._memory_config and out_dtype == x._dtype:
         return x
-    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config,
+    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config, tile=x._tile,
                   output_tensor=output_tensor)
 
 
@@ -201,7 +180,7 @@ def _resharded(op: str, x: Tensor, memory_config: MemoryConfig, output_dtype, ou
     if output_tensor is not None:
         out_dtype = take_output(op, output_tensor, x._shape, out_dtype, x._layout, x, output_dtype is not None,
                                 name="preallocated_output")
-    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config,
+    return run_op(op, [x], x._shape, out_dtype, x._layout, lambda v: v, memory_config=memory_config, tile=x._tile,
                   output_tensor=output_tensor, moves_values=True)
 
 

@@ -7,7 +7,7 @@ from array import array
 import torch
 
 from ..tensor import Tensor, _describe
-from ..types import INTEGER_TYPES, DataType, Layout, MemoryConfig, TTFatal
+from ..types import DRAM_MEMORY_CONFIG, INTEGER_TYPES, DataType, Layout, MemoryConfig, TTFatal
 from .unmodelled import refuse_unmodelled
 from .base import (
     require_device_tensor,
@@ -16,6 +16,7 @@ from .base import (
     run_inplace,
     run_op,
     storage,
+    take_output,
 )
 
 INT32_MAX = 2**31 - 1
@@ -195,3 +196,37 @@ def plus_one(input_tensor: Tensor, sub_core_grids=None, skip_negative_entries: b
 
     run_inplace(op, x, [], update)
     return x
+
+
+def fast_reduce_nc(input, *, dims=(), output: Tensor | None = None,  # noqa: A002 - ttnn's name
+                   memory_config: MemoryConfig = DRAM_MEMORY_CONFIG, compute_kernel_config=None,
+                   sub_core_grids=None) -> Tensor:
+    """ttnn.experimental.fast_reduce_nc: sum over outer dims (not the two tiled ones), keeping them
+    as size 1. As tt-metal's composite: one reduction per dim, the highest first, each an fp32 sum
+    rounded to the input's dtype (the last one into ``output`` when given)."""
+    op = "fast_reduce_nc"
+    x = require_device_tensor(op, "input", input)
+    require_layout(op, "input", x, Layout.TILE)
+    if x._dtype in INTEGER_TYPES:
+        raise TTFatal(f"{op}: input must be BFLOAT16, BFLOAT8_B or FLOAT32, got {_describe(x)}")
+    dims = [int(d) for d in dims]
+    if not dims:
+        raise TTFatal("fast_reduce_nc dims should not be empty")
+    rank = len(x._shape)
+    for d in dims:
+        if not 0 <= d <= rank - 3:
+            raise TTFatal(f"FastReduceNC reduces only outer dims: dim must be between 0 and {rank - 3}, but has {d}")
+    if len(set(dims)) != len(dims):
+        raise TTFatal("dims must be unique")
+    t = x
+    ordered = sorted(dims)
+    for i, d in enumerate(reversed(ordered)):
+        shape = list(t._shape)
+        shape[d] = 1
+        last = i == len(ordered) - 1
+        out_t = output if last else None
+        if out_t is not None:
+            take_output(op, out_t, shape, t._dtype, Layout.TILE, t, False, name="output")
+        t = run_op(op, [t], shape, t._dtype, Layout.TILE, lambda v, d=d: v.sum(dim=d, keepdim=True),
+                   memory_config=memory_config, output_tensor=out_t)
+    return t

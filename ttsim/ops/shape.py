@@ -264,16 +264,28 @@ def concat(
 def pad(
     input_tensor: Tensor,
     padding,
-    value: float,
-    *,
+    value,
+    *args,
     use_multicore: bool = True,
     memory_config: MemoryConfig | None = None,
     sub_core_grids=None,
 ) -> Tensor:
     """Pad with ``value``: ``padding`` is one ``(before, after)`` pair per dim (outermost
-    first; fewer pairs than dims pad the trailing dims)."""
+    first; fewer pairs than dims pad the trailing dims). 0.81.1's other overload,
+    ``pad(input_tensor, output_padded_shape, input_tensor_start, value)`` (attention/tp.py's
+    ``ttnn.pad(k, [1, B, 32, HD], [0, 0, 0, 0], 0.0)``), binds positionally: the input lands at
+    ``input_tensor_start`` of a tensor of shape ``output_padded_shape``."""
     op = "pad"
     x = require_device_tensor(op, "input_tensor", input_tensor)
+    if args:
+        if len(args) != 1:
+            raise TypeError(f"pad() takes at most 4 positional arguments ({3 + len(args)} given)")
+        out_shape, start, value = _ints(op, "output_padded_shape", padding), _ints(op, "input_tensor_start", value), \
+            args[0]
+        if len(out_shape) != len(x._shape) or len(start) != len(x._shape):
+            raise TTFatal(f"{op}: output_padded_shape {out_shape} and input_tensor_start {start} need one entry per "
+                          f"dim of input_tensor {_describe(x)}")
+        padding = [(b, o - d - b) for b, o, d in zip(start, out_shape, x._shape)]
     try:
         pairs = [(int(a), int(b)) for a, b in padding]
     except (TypeError, ValueError):
