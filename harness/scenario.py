@@ -220,7 +220,9 @@ class _GroupRun:
                     raise
 
     def _drive(self, engine) -> None:
-        """Admit the workload's requests up to its concurrency, step until every one finished."""
+        """Admit the workload's requests in order, each once the engine has reached its
+        ``arrival_step`` (an idle engine takes the next one at once) and up to the workload's
+        concurrency; step until every one finished."""
         from vllm import SamplingParams
         from vllm.v1.request import Request as VllmRequest
 
@@ -230,12 +232,14 @@ class _GroupRun:
         # every step schedules a token unless the engine is stuck; far more steps than tokens
         # means no progress (a scheduler that never falls back), not a slow run
         max_steps = 4 * sum(len(r.prompt) + r.max_tokens for r in workload.requests) + 100
+        max_steps += max((r.arrival_step for r in workload.requests), default=0)
         while pending or engine.has_work():
             if engine.steps > max_steps:
                 raise RuntimeError(f"no progress after {engine.steps} engine steps (seed {self.spec.seed}, "
                                    f"arm {self.group[0]})")
             in_flight -= engine.finished
-            while pending and len(in_flight) < workload.concurrency:
+            while (pending and len(in_flight) < workload.concurrency
+                   and (pending[0].arrival_step <= engine.steps or not engine.has_work())):
                 r = pending.popleft()
                 sp = SamplingParams(max_tokens=r.max_tokens, temperature=0.0, ignore_eos=True)
                 engine.add_request(VllmRequest(r.request_id, prompt_token_ids=list(r.prompt), sampling_params=sp,

@@ -18,7 +18,9 @@ class Request:
     request_id: str
     prompt: tuple[int, ...]
     max_tokens: int
-    arrival_step: int = 0  # the engine step at which the request is submitted
+    #: the engine step from which the request may be admitted (an idle engine takes it at once);
+    #: the workload's order and concurrency still apply
+    arrival_step: int = 0
 
     @property
     def final_position(self) -> int:
@@ -81,7 +83,7 @@ class Workload:
 _faker = None
 
 
-def _prompt_text(rng: np.random.Generator, length: int) -> tuple[int, ...]:
+def prompt_text(rng: np.random.Generator, length: int) -> tuple[int, ...]:
     """Seeded English-like text (faker, seeded from our stream) cut to ``length`` bytes."""
     global _faker
     if _faker is None:
@@ -117,5 +119,5 @@ def stage3(seed: int, *, n_requests: int = 32, concurrency: int = 16, knobs: Fau
             recent = reqs[-min(len(reqs), 8):]
             earlier = recent[int(rng.integers(len(recent)))]
             length = earlier.final_position + int(rng.integers(0, 2))
-        reqs.append(Request(f"req-{i:02d}", _prompt_text(rng, length), max_new))
+        reqs.append(Request(f"req-{i:02d}", prompt_text(rng, length), max_new))
     return Workload("stage3", tuple(reqs), concurrency, knobs)

@@ -28,8 +28,24 @@ def test_the_layout_names_every_top_level_folder():
 
 
 def test_every_guide_and_file_it_names_exists():
-    named = set(re.findall(r"`((?:docs|bin|fixtures|model|ttsim|hil|tests|bench)/[\w./-]+\.\w+)`", README))
+    named = set(re.findall(r"`((?:docs|bin|harness|fixtures|model|ttsim|hil|tests|bench)/[\w./-]+\.\w+)`", README))
     named |= set(re.findall(r"\]\((docs/[\w./-]+)\)", README))
     assert {"docs/arms.md", "docs/generators.md", "docs/serving.md", "docs/hardware.md", "docs/ttsim.md"} <= named
     missing = sorted(p for p in named if not (ROOT / p).exists())
     assert not missing, f"the README names files that do not exist: {missing}"
+
+
+def test_the_expect_example_is_green_for_our_generator_on_the_main_job():
+    """The README's --expect example passes on ttsim's own generator over the main job's 200
+    seeds (read from the curated 1000-seed report: a seed's failures do not depend on the
+    sweep's length), so a user copying it gets a green CI for a correct system."""
+    import json
+
+    from harness.sweep import verdict
+
+    text = re.search(r"`--expect ([^`]+)`", README).group(1)
+    report = json.loads((ROOT / "docs" / "arms-1000.json").read_text())
+    main_job = range(200)  # bin/ttsim arms' default --seeds
+    for e in verdict.parse(text, list(report["arms"])):
+        failing = [s for s in report["arms"][e.arm]["failing_seeds"] if s in main_job]
+        assert (bool(failing) if e.most is None else not failing or e.most > 0), (e.text, failing[:5])
