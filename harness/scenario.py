@@ -16,12 +16,13 @@ from model.flags import ARMS, AS_IS, GeneratorFlags, arm_flags
 from model.merge_events import MergeEvent
 from model.merge_trace import MergeTraceWriter
 from model.protocol import SamplingParams, read_output, tokens_of
-from model.serving import start_generator
+from model.serving import start_generator, unguarded
 
+from harness import deadline as deadlines
 from harness.base.spec import RunSpec
 from harness.defects import classify, verdict_class
 from harness.engine.sizes import BLOCK_SIZE, MAX_SLOTS, NUM_BLOCKS
-from harness.system import GeneratorFailed, System, build_runner, make_scheduler
+from harness.system import GeneratorFailed, System, build_runner, make_scheduler, on_cards
 from harness.workloads import FaultKnobs, Request, Workload
 
 
@@ -58,31 +59,50 @@ class ScenarioResult:
         return [v for v in self.verdicts if not v.ok]
 
 
-def serial_answer(system: System, request: Request) -> list[int]:
+def serial_answer(system: System, request: Request, guard=unguarded) -> list[int]:
     """The request alone, through the plugin's calls (model/protocol.py): start-up, one prefill
     (host-sampled), then one decode per step padded to capacity with the host always fresh
-    (``reset_batch`` every step)."""
+    (``reset_batch`` every step). ``guard``: the deadline on each call (harness.deadline)."""
     gen = system.generator(flags=ARMS["no-merge"], enable_trace=False)
     kv_cache = start_generator(gen, system.kv_cache_spec(NUM_BLOCKS), max_batch_size=MAX_SLOTS, max_pages=system.max_pages,
-                               sample_on_device="decode_only")
+                               sample_on_device="decode_only", guard=guard)
     n_pages = -(-(len(request.prompt) + request.max_tokens) // BLOCK_SIZE)
     row = torch.zeros(system.max_pages, dtype=torch.int32)
     row[:n_pages] = torch.arange(1, n_pages + 1, dtype=torch.int32)
     n = len(request.prompt)
-    first = gen.prefill_forward(tokens=torch.tensor([list(request.prompt)]), page_table=row.unsqueeze(0),
-                                kv_cache=kv_cache, enable_trace=False, prompt_lens=torch.tensor([n]),
-                                start_pos=torch.tensor([0]), empty_slots=[0])
+    with guard("prefill_forward", 0):
+        first = gen.prefill_forward(tokens=torch.tensor([list(request.prompt)]), page_table=row.unsqueeze(0),
+                                    kv_cache=kv_cache, enable_trace=False, prompt_lens=torch.tensor([n]),
+                                    start_pos=torch.tensor([0]), empty_slots=[0])
     out = tokens_of(first, 1, sampled=False, call="prefill_forward")
     tokens, positions = torch.zeros(MAX_SLOTS, 1, dtype=torch.int64), torch.full((MAX_SLOTS,), -1, dtype=torch.int32)
     table = torch.zeros(MAX_SLOTS, system.max_pages, dtype=torch.int32)
     table[0] = row
     while len(out) < request.max_tokens:
         tokens[0, 0], positions[0] = out[-1], n + len(out) - 1
-        step = gen.decode_forward(tokens=tokens.clone(), page_table=table, kv_cache=kv_cache, start_pos=positions.clone(),
-                                  sampling_params=SamplingParams.greedy(MAX_SLOTS), reset_batch=True,
-                                  enable_trace=False, read_from_device=False)
-        out.append(read_output(gen, system.ttnn, step, 1, sampled=True)[0])  # the active row, as the plugin reads
+        with guard("decode_forward", len(out)):
+            step = gen.decode_forward(tokens=tokens.clone(), page_table=table, kv_cache=kv_cache,
+                                      start_pos=positions.clone(), sampling_params=SamplingParams.greedy(MAX_SLOTS),
+                                      reset_batch=True, enable_trace=False, read_from_device=False)
+        with guard("read_decode_output, event_synchronize and process_decode_output_host", len(out)):
+            out.append(read_output(gen, system.ttnn, step, 1, sampled=True)[0])  # the active row, as the plugin reads
     return out
+
+
+def probe(spec: RunSpec) -> None:
+    """The generator ``spec`` names, through one short request alone on a fresh system of its
+    model (the plugin's calls; every output's shape checked): what a served worker asks of a
+    user's generator before it serves anything. A generator that does not speak the contract
+    raises GeneratorProtocolError (or GeneratorFailed) here, naming the call."""
+    system = System(spec, FaultKnobs())
+    guard = deadlines.for_run(spec, "the probe before serving", "no-merge", on_cards(system.backend))
+    try:
+        serial_answer(system, Request("probe", tuple(range(65, 81)), 3), guard)
+    except deadlines.CallDeadlineExceeded as exc:
+        raise GeneratorFailed(str(exc)) from None
+    finally:
+        deadlines.stop(guard)
+        system.close()
 
 
 def serial_answers(workload: Workload, spec: RunSpec, *, on_device: bool = False) -> dict[str, list[int]]:
@@ -94,9 +114,13 @@ def serial_answers(workload: Workload, spec: RunSpec, *, on_device: bool = False
 
         return {r.request_id: greedy_reference(r.prompt, r.max_tokens) for r in workload.requests}
     system = System(spec, FaultKnobs())
+    guard = deadlines.for_run(spec, f"seed {spec.seed}, the serial answers", "no-merge", on_cards(system.backend))
     try:
-        return {r.request_id: serial_answer(system, r) for r in workload.requests}
+        return {r.request_id: serial_answer(system, r, guard) for r in workload.requests}
+    except deadlines.CallDeadlineExceeded as exc:
+        raise GeneratorFailed(str(exc)) from None
     finally:
+        deadlines.stop(guard)
         system.close()
 
 
@@ -184,10 +208,12 @@ class _GroupRun:
         system = System(spec, knobs)
         device_timeout = system.backend.device_timeout
         shared = {arm: arm_flags(arm) for arm in self.group} if len(self.group) > 1 else None
+        guard = deadlines.for_run(spec, f"seed {spec.seed}, arm {self.group[0]}", self.group[0],
+                                  on_cards(system.backend))
         fatal = None
         try:
             gen, runner = build_runner(system, arm_flags(self.group[0]), knobs, on_merge=self.on_merge,
-                                       shared_arms=shared)
+                                       shared_arms=shared, guard=guard)
             if knobs.kv_blocks > NUM_BLOCKS:
                 raise ValueError(f"kv_blocks={knobs.kv_blocks} exceeds the device KV cache ({NUM_BLOCKS} blocks)")
             # the plugin's platform turns vLLM's async scheduling off for a model not declaring
@@ -203,6 +229,8 @@ class _GroupRun:
                 # a card is unrecoverable after the watchdog: the run ends here, its unfinished
                 # requests fail, and the sweep goes on with the next seed
                 fatal = f"{exc} at engine step {engine.steps}"
+            except deadlines.CallDeadlineExceeded as exc:  # ours or the user's: the one line
+                raise GeneratorFailed(str(exc)) from None
             except Exception as exc:
                 if system.user is None:
                     raise
@@ -213,6 +241,7 @@ class _GroupRun:
             self.departed = gen.departed if shared else []
             return {arm: self._result(arm, engine, runner, system, expected, fatal) for arm in arms}
         finally:
+            deadlines.stop(guard)
             try:
                 system.close()
             except device_timeout:  # commands queued behind the hang: the card is unrecoverable anyway

@@ -77,15 +77,22 @@ def _new_folder(parent: Path, name: str) -> Path:
 
 class ServedRecords:
     """The served worker's recorder: ``on_merge`` (the runner's merge hook), ``admit`` (a new
-    request scheduled), ``finish`` (the runner's ``on_finish``)."""
+    request scheduled), ``finish`` (the runner's ``on_finish``). ``staged``: the folder is
+    written under a hidden name and appears whole at :meth:`commit` (a replay's records: an
+    interrupted or failed replay leaves nothing); a server's records appear at once, as the
+    server log names them to a user who may read them while it runs."""
 
     def __init__(self, root: Path, *, seed: int, model: str, flags, knobs: str, step_policy: str,
-                 mesh_cols: int = 1, sdpa_streaming: bool = False, generator: dict | None = None):
+                 mesh_cols: int = 1, sdpa_streaming: bool = False, generator: dict | None = None,
+                 staged: bool = False):
         from dataclasses import asdict
 
         from harness.replay import arm_of
 
-        self.dir = _new_folder(Path(root) / "serve", f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}")
+        self.name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+        self.root = Path(root) / "serve"
+        self.staged = staged
+        self.dir = _new_folder(self.root, f".{self.name}.part" if staged else self.name)
         self.arm = arm_of(flags)
         meta = {"seed": seed, "model": model, "arm": self.arm, "knobs": knobs, "step_policy": step_policy}
         # the rest of what the worker was started with: enough to build it again (harness.vllm.rerun)
@@ -105,6 +112,23 @@ class ServedRecords:
             from model.markov import greedy_reference
 
             self.oracle = greedy_reference
+
+    def commit(self) -> Path:
+        """A staged folder under its own name (``name``, ``name-2``... as a server's); returns it."""
+        if self.staged:
+            final = _new_folder(self.root, self.name)
+            final.rmdir()
+            self.trace.flush()
+            os.rename(self.dir, final)
+            self.dir, self.staged = final, False
+        return self.dir
+
+    def discard(self) -> None:
+        """A staged folder that will not be committed: removed whole."""
+        if self.staged:
+            import shutil
+
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def on_merge(self, event) -> None:
         self.trace(event)
@@ -156,21 +180,125 @@ def aliases(request_id: str) -> set[str]:
     return names
 
 
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ints(v, nonempty: bool = False) -> bool:
+    return isinstance(v, list) and all(_int(x) for x in v) and (bool(v) or not nonempty)
+
+
+def _flags(v) -> bool:
+    from dataclasses import fields
+
+    from model.flags import GeneratorFlags
+
+    return (isinstance(v, dict) and set(v) == {f.name for f in fields(GeneratorFlags)}
+            and all(isinstance(x, bool) for x in v.values()))
+
+
+def _generator(v) -> bool:
+    return v is None or (isinstance(v, dict) and isinstance(v.get("spec"), str) and v["spec"] != ""
+                         and (v.get("tt_metal") is None or isinstance(v["tt_metal"], str)))
+
+
+def _run_fields():
+    """run.json's fields: name -> (required, check, what it must be)."""
+    from model.flags import ARMS
+
+    from harness.base.spec import MODELS, STEP_POLICIES
+
+    return {
+        "seed": (True, lambda v: _int(v) and v >= 0, "a non-negative integer"),
+        "model": (True, lambda v: v in MODELS, f"one of {', '.join(MODELS)}"),
+        "arm": (True, lambda v: v is None or v in ARMS, "an arm name or null"),
+        "knobs": (True, lambda v: v in ("swarm", "quiet"), "'swarm' or 'quiet'"),
+        "step_policy": (True, lambda v: v in STEP_POLICIES, f"one of {', '.join(STEP_POLICIES)}"),
+        "flags": (False, _flags, "every generator flag (model.flags.GeneratorFlags) as true/false"),
+        "mesh_cols": (False, lambda v: v in (1, 2), "1 or 2"),
+        "sdpa_streaming": (False, lambda v: isinstance(v, bool), "true or false"),
+        "generator": (False, _generator, 'null or {"spec": "MODULE:ATTR", "tt_metal": null or a path}'),
+        "replay_of": (False, lambda v: isinstance(v, str), "a path"),
+    }
+
+
+#: requests.jsonl's fields (every one required): name -> (check, what it must be)
+REQUEST_FIELDS = {
+    "request": (lambda v: isinstance(v, str) and v != "", "a request id"),
+    "admitted": (lambda v: v is None or (_int(v) and v >= 0), "null or a non-negative integer"),
+    "admitted_step": (lambda v: v is None or (_int(v) and v >= 0), "null or a non-negative integer"),
+    "prompt_token_ids": (lambda v: _ints(v, nonempty=True), "a non-empty list of token ids"),
+    "max_tokens": (lambda v: _int(v) and v > 0, "a positive integer"),
+    "output_token_ids": (_ints, "a list of token ids"),
+    "serial": (lambda v: v is None or _ints(v), "null or a list of token ids"),
+    "equal": (lambda v: v is None or isinstance(v, bool), "null, true or false"),
+    "defect": (lambda v: v is None or isinstance(v, str), "null or a defect class"),
+    "merge_defect": (lambda v: v is None or isinstance(v, str), "null or a defect class"),
+    "merge_on": (lambda v: isinstance(v, bool), "true or false"),
+    "decode_log": (lambda v: isinstance(v, list) and all(isinstance(e, list) and len(e) == 3 and _int(e[0])
+                                                          and isinstance(e[1], bool) and isinstance(e[2], bool)
+                                                          for e in v), "a list of [output index, fresh, reload]"),
+}
+
+
+def _shown(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text (not a records file ttsim wrote)") from None
+
+
+def _check_run(path: Path) -> dict:
+    try:
+        meta = json.loads(_text(path))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}; a server killed mid-write?)") from None
+    if not isinstance(meta, dict):
+        raise UsageError(f"{path}: must be a JSON object, got a {type(meta).__name__}")
+    for name, (required, ok, what) in _run_fields().items():
+        if name not in meta:
+            if required:
+                raise UsageError(f"{path}: field {name!r} is missing")
+            continue
+        if not ok(meta[name]):
+            raise UsageError(f"{path}: field {name!r} must be {what}, got {_shown(meta[name])}")
+    return meta
+
+
+def _check_request(path: Path, line: int, text: str) -> dict:
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        raise UsageError(f"{path}:{line}: not JSON (a server killed mid-write?)") from None
+    if not isinstance(rec, dict):
+        raise UsageError(f"{path}:{line}: must be a JSON object, got a {type(rec).__name__}")
+    for name, (ok, what) in REQUEST_FIELDS.items():
+        if name not in rec:
+            raise UsageError(f"{path}:{line}: field {name!r} is missing")
+        if not ok(rec[name]):
+            raise UsageError(f"{path}:{line}: field {name!r} must be {what}, got {_shown(rec[name])}")
+    return rec
+
+
 def load(directory: str) -> tuple[Path, dict, list[dict]]:
-    """The run's meta and request records; a UsageError naming what is missing."""
+    """The run's meta and its finished requests, every field checked (a records folder is input):
+    a UsageError names the file, the line and the field; a run with no finished request is
+    refused too (serve-explain and serve-replay alike: there is nothing to read)."""
     d = Path(directory)
     if not d.is_dir():
         raise UsageError(f"served run folder {directory} does not exist (the server log names it: '{READY_PREFIX} ...')")
     if not (d / RUN).is_file():
         raise UsageError(f"{directory} is not a served run folder (no {RUN})")
-    meta = json.loads((d / RUN).read_text())
-    reqs = []
-    if (d / REQUESTS).is_file():
-        for n, line in enumerate((d / REQUESTS).read_text().splitlines(), 1):
-            try:
-                reqs.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise UsageError(f"{d / REQUESTS}:{n}: not JSON (a server killed mid-write?)") from None
+    meta = _check_run(d / RUN)
+    lines = _text(d / REQUESTS).splitlines() if (d / REQUESTS).is_file() else []
+    reqs = [_check_request(d / REQUESTS, n, line) for n, line in enumerate(lines, 1)]
+    if not reqs:
+        raise UsageError(f"{d / REQUESTS}: no finished request in this run (nothing to explain or replay)")
     return d, meta, reqs
 
 
@@ -178,8 +306,6 @@ def schedule(directory: str) -> tuple[Path, dict, list[dict]]:
     """The run's folder, meta and finished requests in admission order, for ``ttsim
     serve-replay`` (harness.vllm.rerun); UsageError when the folder holds nothing to replay."""
     d, meta, reqs = load(directory)
-    if not reqs:
-        raise UsageError(f"{d / REQUESTS}: no finished request to replay")
     unscheduled = [r["request"] for r in reqs if r.get("admitted") is None or r.get("admitted_step") is None]
     if unscheduled:
         raise UsageError(f"{d / REQUESTS}: {len(unscheduled)} request(s) without an admission index and step "

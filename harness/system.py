@@ -178,7 +178,9 @@ def generator_errors() -> tuple:
     """What a user's generator can fail with (evaluated only when something was raised)."""
     from model.protocol import GeneratorProtocolError
 
-    return GeneratorFailed, GeneratorProtocolError
+    from harness.deadline import CallDeadlineExceeded
+
+    return GeneratorFailed, GeneratorProtocolError, CallDeadlineExceeded
 
 
 # -- the system under test ----------------------------------------------------------------------
@@ -202,6 +204,10 @@ def model_config(model: str):
     from model import config as mc
 
     return getattr(mc, model.upper())
+
+
+def on_cards(backend) -> bool:
+    return isinstance(backend, CardBackend)
 
 
 class System:
@@ -311,15 +317,16 @@ def scratch_allocations(system: System, knobs: FaultKnobs, seed: int):
 
 
 def build_runner(system: System, flags: GeneratorFlags, knobs: FaultKnobs, *, on_merge=None,
-                 shared_arms: dict[str, GeneratorFlags] | None = None, start: bool = True):
+                 shared_arms: dict[str, GeneratorFlags] | None = None, start: bool = True, guard=None):
     """The model runner both serving paths drive: the in-process ``Engine`` (sweeps) and
     vLLM's real EngineCore through the ``harness.vllm`` worker, as ``system.spec`` says (its
     step policy's decode layout, its sampling mode, our generator's options). Returns
     (generator, runner). ``shared_arms``: decide every merge for these arms at once
     (harness.shared_arms) instead of for ``flags`` alone. ``start=False``: the caller starts it
     later (:func:`start_runner`; the served worker does in ``compile_or_warm_up_model``, where
-    the plugin warms up)."""
-    from model.serving import TTRunner
+    the plugin warms up). ``guard``: the deadline on each call into the generator
+    (harness.deadline; None: none)."""
+    from model.serving import TTRunner, unguarded
 
     spec = system.spec
     kw = {"bucket_policy": bucket_policy(knobs, spec.seed), **spec.generator_options}
@@ -332,7 +339,8 @@ def build_runner(system: System, flags: GeneratorFlags, knobs: FaultKnobs, *, on
     runner = TTRunner(gen, system.ttnn, max_slots=MAX_SLOTS, max_pages=system.max_pages,
                       prefill_chunk=system.config.prefill_chunk, kv=system.kv_cache_spec(knobs.kv_blocks),
                       scratch=scratch_allocations(system, knobs, spec.seed), on_merge=on_merge,
-                      plugin_layout=spec.step_policy.plugin_layout, sample_on_device=spec.sample_on_device)
+                      plugin_layout=spec.step_policy.plugin_layout, sample_on_device=spec.sample_on_device,
+                      guard=guard or unguarded)
     if start:
         start_runner(gen, runner, knobs)
     return gen, runner

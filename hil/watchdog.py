@@ -7,7 +7,10 @@ session record (if it was given one) and SIGKILLs the test process. Under xdist 
 worker, which xdist reports as crashed while running that test and replaces. When its stdin
 closes (the test process ended) it exits.
 
-    python -m hil.watchdog <pid> [<partial-record-path>]
+    python -m hil.watchdog <pid> <option> [<partial-record-path>]
+
+The same process backs ``--call-deadline`` on cards (harness/deadline.py): armed per call into
+the generator with that call's line, it names the option it enforces.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ from .lifeline import close_and_reap
 class Watchdog:
     """The test process's handle on its watchdog process."""
 
-    def __init__(self, timeout: float, partial_record: str | None = None, target_pid: int | None = None):
+    def __init__(self, timeout: float, partial_record: str | None = None, target_pid: int | None = None,
+                 option: str = "--hil-timeout"):
         if timeout <= 0:
-            raise ValueError(f"--hil-timeout must be > 0 seconds, got {timeout:g}")
+            raise ValueError(f"{option} must be > 0 seconds, got {timeout:g}")
         self.timeout = timeout
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = settings.child_env(root)
-        args = [sys.executable, "-m", "hil.watchdog", str(target_pid or os.getpid())]
+        args = [sys.executable, "-m", "hil.watchdog", str(target_pid or os.getpid()), option]
         if partial_record:
             args.append(str(partial_record))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, text=True, env=env)
@@ -44,8 +48,10 @@ class Watchdog:
         except (BrokenPipeError, ValueError):
             pass
 
-    def arm(self, nodeid: str) -> None:
-        self._send(f"arm {self.timeout!r} {nodeid}")
+    def arm(self, label: str, timeout: float | None = None) -> None:
+        """Kill the process unless cancelled within ``timeout`` (default the watchdog's) seconds;
+        ``label`` (a test id, a call's line) is what the kill line names."""
+        self._send(f"arm {self.timeout if timeout is None else timeout!r} {label}")
 
     def cancel(self) -> None:
         self._send("cancel")
@@ -54,7 +60,7 @@ class Watchdog:
         close_and_reap(self.proc)
 
 
-def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr) -> int:
+def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr, option: str = "--hil-timeout") -> int:
     deadline = None
     nodeid = timeout = None
     buf = ""
@@ -77,7 +83,7 @@ def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr) -> in
                     deadline = None
             continue
         if deadline is not None and time.monotonic() >= deadline:
-            reason = f"{nodeid} did not finish within --hil-timeout={timeout:g} s"
+            reason = f"{nodeid} did not finish within {option}={timeout:g} s"
             stderr.write(f"\nhil watchdog: {reason}; killing the test process (pid {pid}). The cards may need a "
                          f"reset: rerun with --hil-reset, or `tt-smi -r <ids>`.\n")
             stderr.flush()
@@ -91,7 +97,7 @@ def run(pid: int, partial: str | None, stdin=sys.stdin, stderr=sys.stderr) -> in
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3):
+    if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         raise SystemExit(2)
-    raise SystemExit(run(int(sys.argv[1]), sys.argv[2] if len(sys.argv) == 3 else None))
+    raise SystemExit(run(int(sys.argv[1]), sys.argv[3] if len(sys.argv) == 4 else None, option=sys.argv[2]))

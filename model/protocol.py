@@ -223,23 +223,27 @@ def is_host_output(out) -> bool:
 def tokens_of(out, rows: int | None, *, sampled: bool, call: str) -> list[int]:
     """The token per row (the first ``rows``; None: every row) of a model output: tokens as
     sampled on the device, or greedy samples of host logits (the plugin's host sampler at
-    temperature 0). ``call`` names the method in the one-line error for a wrong shape."""
+    temperature 0). The shape is checked in full, as the plugin unpacks it: tokens ``[B]`` or
+    ``[B, 1]`` of an integer dtype, logits ``[B, vocab]`` or ``[B, 1, vocab]`` of a floating
+    one, ``B`` at least ``rows``. ``call`` names the method in the one-line error."""
     t = first_of(out)
     if not isinstance(t, torch.Tensor):
         raise GeneratorProtocolError(f"{call} returned {type(t).__name__}; the plugin expects a torch tensor "
                                      f"(or a pair whose first entry is one) here")
+    shape = tuple(t.shape)
     if sampled:
-        flat = t.reshape(-1)
-        rows = flat.numel() if rows is None else rows
-        if flat.numel() < rows:
-            raise GeneratorProtocolError(f"{call} returned {flat.numel()} tokens for {rows} rows "
-                                         f"(shape {tuple(t.shape)})")
-        return [int(x) for x in flat[:rows].tolist()]
-    rows = t.shape[0] if rows is None else rows
-    if t.dim() < 2 or t.shape[0] < rows:
-        raise GeneratorProtocolError(f"{call} returned shape {tuple(t.shape)}; host sampling expects logits "
-                                     f"[{rows}, vocab] or [{rows}, 1, vocab]")
-    return [int(x) for x in torch.argmax(t[:rows].reshape(rows, -1, t.shape[-1])[:, -1], dim=-1).tolist()]
+        if not (t.dim() == 1 or (t.dim() == 2 and shape[1] == 1)) or t.is_floating_point() or t.is_complex():
+            raise GeneratorProtocolError(f"{call} returned a {t.dtype} tensor of shape {shape}; sampled tokens are "
+                                         f"integer ids of shape [B] or [B, 1]")
+        rows = shape[0] if rows is None else rows
+        if shape[0] < rows:
+            raise GeneratorProtocolError(f"{call} returned {shape[0]} tokens for {rows} rows (shape {shape})")
+        return [int(x) for x in t.reshape(-1)[:rows].tolist()]
+    rows = shape[0] if rows is None else rows
+    if not (t.dim() == 2 or (t.dim() == 3 and shape[1] == 1)) or shape[0] < rows or not t.is_floating_point():
+        raise GeneratorProtocolError(f"{call} returned a {t.dtype} tensor of shape {shape}; host sampling expects "
+                                     f"floating logits [{rows}, vocab] or [{rows}, 1, vocab]")
+    return [int(x) for x in torch.argmax(t[:rows].reshape(rows, -1, shape[-1])[:, -1], dim=-1).tolist()]
 
 
 def read_output(generator, ttnn, out, rows: int | None = None, *, sampled: bool = True) -> list[int]:

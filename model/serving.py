@@ -22,6 +22,7 @@ and calls decode_forward with ``reset_batch=True``.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
@@ -44,7 +45,13 @@ class KvCacheSpec:
         return [(self.shape, self.dtype, i) for i in range(self.num_layers)]
 
 
-def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int, sample_on_device: str | None):
+def unguarded(call: str, step: int):
+    """The runner's default guard: calls run as they come (the harness passes a deadline)."""
+    return contextlib.nullcontext()
+
+
+def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int, sample_on_device: str | None,
+                    guard: Callable = unguarded):
     """The plugin's start-up of a model class, in its order: the KV cache through the model
     (``allocate_kv_cache_per_layer`` when the model has it, else ``allocate_kv_cache``), then
     the two-phase warm-up (compile with ``enable_trace=False``, then capture with tracing on,
@@ -57,17 +64,22 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int
     if sample_on_device not in SAMPLE_ON_DEVICE:
         raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {sample_on_device!r}")
     if callable(getattr(gen, "allocate_kv_cache_per_layer", None)):
-        kv_cache = gen.allocate_kv_cache_per_layer(kv.per_layer())
+        with guard("allocate_kv_cache_per_layer", 0):
+            kv_cache = gen.allocate_kv_cache_per_layer(kv.per_layer())
     else:
-        kv_cache = gen.allocate_kv_cache(kv.shape, kv.dtype, kv.num_layers)
+        with guard("allocate_kv_cache", 0):
+            kv_cache = gen.allocate_kv_cache(kv.shape, kv.dtype, kv.num_layers)
     prefill_kw = {"kv_cache": kv_cache, "can_sample_on_device": sample_on_device == "all"}
     decode_kw = {"kv_cache": kv_cache, "max_batch_size": max_batch_size, "num_blocks": max_pages,
                  "can_sample_on_device": sample_on_device in ("all", "decode_only")}
-    gen.warmup_model_prefill(enable_trace=False, **prefill_kw)
-    gen.warmup_model_decode(enable_trace=False, **decode_kw)
+    with guard("warmup_model_prefill", 0):
+        gen.warmup_model_prefill(enable_trace=False, **prefill_kw)
+    with guard("warmup_model_decode", 0):
+        gen.warmup_model_decode(enable_trace=False, **decode_kw)
     if hasattr(gen, "already_warmed_up_prefill"):
         gen.already_warmed_up_prefill = False
-    gen.warmup_model_decode(enable_trace=True, **decode_kw)  # the plugin traces decode, not prefill
+    with guard("warmup_model_decode", 0):
+        gen.warmup_model_decode(enable_trace=True, **decode_kw)  # the plugin traces decode, not prefill
     return kv_cache
 
 
@@ -109,9 +121,14 @@ class TTRunner:
 
     def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int, kv: KvCacheSpec,
                  scratch: Callable[[], None] | None = None, on_merge: Callable | None = None,
-                 plugin_layout: bool = False, sample_on_device: str | None = "decode_only"):
+                 plugin_layout: bool = False, sample_on_device: str | None = "decode_only",
+                 guard: Callable = unguarded):
         self.gen = generator
         self.ttnn = ttnn
+        # every call into the generator, and every wait on its events, runs in ``guard(call,
+        # step)`` (the harness's deadline: harness/deadline.py); ``steps``: executed engine steps
+        self.guard = guard
+        self.steps = 0
         # the plugin's sample_on_device_mode: production samples decode on the device (the merge
         # and its defects exist only there) and prefill on the host
         self.sample_on_device = sample_on_device
@@ -156,7 +173,7 @@ class TTRunner:
     def start(self) -> None:
         """The plugin's start-up (KV cache, two-phase warm-up) before any request."""
         self.kv_cache = start_generator(self.gen, self.kv_spec, max_batch_size=self.max_slots, max_pages=self.max_pages,
-                                        sample_on_device=self.sample_on_device)
+                                        sample_on_device=self.sample_on_device, guard=self.guard)
 
     def _tag_merge(self, event) -> None:
         for row in event.rows:
@@ -203,6 +220,7 @@ class TTRunner:
         """Run scheduler output ``so``; returns a callable producing its ModelRunnerOutput."""
         from vllm.v1.outputs import ModelRunnerOutput
 
+        self.steps += 1
         for rid in sorted(so.finished_req_ids):
             self._finish(rid)
             self._layout_changed = True
@@ -281,9 +299,10 @@ class TTRunner:
         tokens = int64_tensor(st.tokens[:upto]).reshape(1, upto)  # torch.tensor([...]) without its list walk
         sampled = self.sample_on_device == "all"
         kw = {"sampling_params": SamplingParams.greedy(1)} if sampled else {}
-        out = self.gen.prefill_forward(tokens=tokens, page_table=table, kv_cache=self.kv_cache, enable_trace=False,
-                                       prompt_lens=int64_tensor((upto,)), start_pos=int64_tensor((st.upto,)),
-                                       empty_slots=[st.slot], **kw)
+        with self.guard("prefill_forward", self.steps):
+            out = self.gen.prefill_forward(tokens=tokens, page_table=table, kv_cache=self.kv_cache,
+                                           enable_trace=False, prompt_lens=int64_tensor((upto,)),
+                                           start_pos=int64_tensor((st.upto,)), empty_slots=[st.slot], **kw)
         st.upto = upto
         self._prefilled_since_decode = True
         if not final:  # a chunk that does not end the prompt: its token is not an output
@@ -341,10 +360,13 @@ class TTRunner:
         if remap is not None:
             kw["slot_remap"] = int32_tensor(remap)
         self._last_table = tuple(table)
-        out = self.gen.decode_forward(tokens=int64_tensor(tokens).reshape(-1, 1), page_table=int32_tensor(table, rows=True),
-                                      kv_cache=self.kv_cache, start_pos=int32_tensor(positions), enable_trace=True,
-                                      read_from_device=False, **kw)
-        read = begin_read(self.gen, out)  # enqueued now, waited on later
+        with self.guard("decode_forward", self.steps):
+            out = self.gen.decode_forward(tokens=int64_tensor(tokens).reshape(-1, 1),
+                                          page_table=int32_tensor(table, rows=True), kv_cache=self.kv_cache,
+                                          start_pos=int32_tensor(positions), enable_trace=True, read_from_device=False,
+                                          **kw)
+        with self.guard("read_decode_output", self.steps):
+            read = begin_read(self.gen, out)  # enqueued now, waited on later
         # the plugin reads the active rows (front-packed in its layout), not the padding
         used = max(st.slot for st in rows) + 1
         self._pending.append((read, used, device_sampling, [(st.slot, st.req_id) for st in rows], sampled))
@@ -357,7 +379,8 @@ class TTRunner:
         """Read outstanding decode outputs, oldest first (up to ``until``, else all)."""
         while self._pending and (until is None or any(p[0] is until for p in self._pending)):
             (host, events), used, device_sampling, rows, sampled = self._pending.popleft()
-            toks = finish_read(self.gen, self.ttnn, host, events, used, sampled=device_sampling)
+            with self.guard("event_synchronize and process_decode_output_host", self.steps):
+                toks = finish_read(self.gen, self.ttnn, host, events, used, sampled=device_sampling)
             for slot, rid in rows:
                 tok = int(toks[slot])
                 sampled[rid] = [tok]

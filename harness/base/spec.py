@@ -113,6 +113,8 @@ class RunSpec:
     where the mesh opens). ``merge_trace``: a JSONL path each run appends its merges to.
     ``generator_options``: more keywords for OUR generator, and ``scenario`` the named upstream
     scenario (harness.upstream_bugs) whose side they configure; read, never changed.
+    ``call_deadline``: seconds each call into the generator (and each wait on its events) may
+    take (harness/deadline.py); it changes no result, so no replay line carries it.
 
     A spec without a backend pickles: a sweep's job is a spec (its seed one of the sweep's).
     """
@@ -126,6 +128,7 @@ class RunSpec:
     merge_trace: str | None = None
     generator_options: dict = field(default_factory=dict)
     scenario: str | None = None
+    call_deadline: float = 300.0
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -137,6 +140,8 @@ class RunSpec:
             raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {self.sample_on_device!r}")
         if self.mesh_cols not in (1, 2):
             raise ValueError(f"mesh_cols must be 1 or 2, got {self.mesh_cols!r}")
+        if not self.call_deadline > 0:
+            raise ValueError(f"--call-deadline must be > 0 seconds, got {self.call_deadline!r}")
 
     def with_seed(self, seed: int) -> "RunSpec":
         return replace(self, seed=seed)

@@ -102,6 +102,7 @@ def _arms(sub) -> None:
     a.add_argument("--record-merges", metavar="PATH", help="append every merge to a JSONL trace")
     _generator_options(a)
     _step_policy_option(a)
+    _call_deadline_option(a)
     a.set_defaults(run=_lazy("harness.commands.arms", "run"), check=preflight.arms)
     asub = a.add_subparsers(dest="arms_command", metavar="{merge,compare}")
     m = asub.add_parser("merge", help="merge the --json reports of `ttsim arms --shard I/N` into the unsharded report",
@@ -129,6 +130,7 @@ def _replay(sub) -> None:
     _model_option(r)
     _generator_options(r)
     _step_policy_option(r)
+    _call_deadline_option(r)
     r.set_defaults(run=_lazy("harness.commands.replay", "run"), check=preflight.replay)
 
 
@@ -166,7 +168,7 @@ def _serve_explain(sub) -> None:
     e.add_argument("run_dir", metavar="RUN_DIR")
     e.add_argument("request", metavar="REQUEST", nargs="?", default=None,
                    help="the request id the client sent (request_id), the response id (cmpl-...), or the engine's")
-    e.set_defaults(run=_lazy("harness.commands.serve_explain", "run"), check=preflight.nothing)
+    e.set_defaults(run=_lazy("harness.commands.serve_explain", "run"), check=preflight.served_records)
 
 
 def _serve_replay(sub) -> None:
@@ -208,6 +210,14 @@ def _step_policy_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-policy", choices=STEP_POLICIES, default=DEFAULT_STEP_POLICY.name,
                    help="mixed = vLLM's stock steps (prefill and decode together); phased = the Tenstorrent "
                         "plugin's (every step all-prefill or all-decode) (default: %(default)s)")
+
+
+def _call_deadline_option(p: argparse.ArgumentParser) -> None:
+    from harness.base.spec import RunSpec
+
+    p.add_argument("--call-deadline", metavar="S", type=float, default=RunSpec.call_deadline,
+                   help="seconds a call into the generator (or a wait on its events) may take before the run "
+                        "ends in one line naming it (default: %(default)g)")
 
 
 def _generator_options(p: argparse.ArgumentParser) -> None:

@@ -130,7 +130,11 @@ def _run_spec(args, **given):
         generator = parse_generator(args.generator, args.tt_metal)
     except GeneratorSpecError as exc:
         raise UsageError(str(exc)) from None
-    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator, **given)
+    deadline = getattr(args, "call_deadline", RunSpec.call_deadline)
+    if not deadline > 0:  # also NaN
+        raise UsageError(f"--call-deadline must be > 0 seconds, got {deadline:g}")
+    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator,
+                   call_deadline=deadline, **given)
 
 
 def merge(args) -> None:
@@ -180,6 +184,13 @@ def serve(args) -> None:
     """``ttsim serve`` (its port and model directory are checked by its body, before vLLM starts)."""
     seed_from_env(args)
     args.spec = _run_spec(args, seed=args.seed, mesh_cols=args.mesh_cols)
+
+
+def served_records(args) -> None:
+    """``ttsim serve-explain``: a records folder whose every file and field reads (nothing run)."""
+    from harness.served import load
+
+    load(args.run_dir)
 
 
 def served_run(args) -> None:

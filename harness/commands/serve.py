@@ -41,13 +41,19 @@ def run(args) -> int:
         raise usage_error("the harness.vllm platform plugin is not installed (vLLM reads installed entry points); "
                           "run bin/setup")
     spec = args.spec
+    from harness.system import generator_errors, generator_loaded
+
+    with generator_loaded(spec):  # loaded and probed here: a bad one never starts vLLM
+        if spec.generator is not None:
+            from harness.scenario import probe
+
+            try:
+                probe(spec)
+            except generator_errors() as exc:
+                raise usage_error(str(exc)) from None
     cmd = server.serve_command(path, args.port, server.additional_config(mesh_cols=spec.mesh_cols,
                                                                          step_policy=spec.step_policy))
     overrides = {"TTSIM_SEED": str(spec.seed)}
-    from harness.system import generator_loaded
-
-    with generator_loaded(spec):  # checked here (imported once, with ttnn = ttsim): a bad one never starts vLLM
-        pass
     if spec.generator is not None:  # the worker loads it from its environment (harness.base.settings)
         overrides.update(generator_env(spec.generator.text, spec.generator.tt_metal))
     env = server.serve_env(overrides)

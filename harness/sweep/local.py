@@ -22,7 +22,10 @@ class LocalExecutor:
             return
         if self.warm_up is not None:
             self.warm_up()
-        pool = mp.get_context("fork").Pool(self.workers, initializer=quiet_worker)
+        import os
+
+        # the workers die with this process however it dies (quiet_worker: the parent-death signal)
+        pool = mp.get_context("fork").Pool(self.workers, initializer=quiet_worker, initargs=(os.getpid(),))
         try:
             # one seed per task: a seed costs ~0.3-0.5 s against ~0.1 ms of IPC, and bigger
             # chunks leave one worker idle at the end while the other finishes its chunk

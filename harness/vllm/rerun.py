@@ -58,7 +58,7 @@ def served_config(model: str, additional: dict, *, max_len: int | None = None, p
 def _engine_config(meta: dict):
     """``run.json``'s served engine config."""
     return served_config(meta["model"], {"mesh_cols": meta.get("mesh_cols", 1), "knobs": meta["knobs"],
-                                         "step_policy": meta["step_policy"]})
+                                         "step_policy": meta["step_policy"], "staged_records": True})
 
 
 def engine_for(worker, sched):
@@ -130,17 +130,20 @@ def rerun(directory: str, on_step=None, arm: str | None = None) -> tuple[Path, l
     with environ(_start_env(meta)):
         worker = TtsimWorker(cfg, local_rank=0, rank=0, distributed_init_method="", is_driver_worker=True)
         worker.init_device()
+        records = worker.records  # staged: it appears whole when the replay has finished, else never
         try:
             worker.load_model()
             worker.compile_or_warm_up_model()
-            out = worker.records.dir
-            (out / RUN).write_text(json.dumps({**json.loads((out / RUN).read_text()), "replay_of": str(d)},
-                                              sort_keys=True, indent=1) + "\n")
+            run = records.dir / RUN
+            run.write_text(json.dumps({**json.loads(run.read_text()), "replay_of": str(d)}, sort_keys=True,
+                                      indent=1) + "\n")
             # as EngineCore builds it: the class the platform named, on the worker's own config
             sched = scheduler_for(cfg, model_config(meta["model"]), worker.kv_blocks,
                                   cfg.scheduler_config.get_scheduler_cls())
             _serve(engine_for(worker, sched), worker, reqs, _block_hasher(cfg), on_step)
+            out = records.commit()
         finally:
+            records.discard()  # nothing once committed
             worker.shutdown()
     return out, [json.loads(line) for line in (out / REQUESTS).read_text().splitlines()]
 

@@ -88,6 +88,8 @@ class TtsimWorker(WorkerBase):
         knob_mode = extra.pop("knobs", "swarm")
         policy = step_policy(extra)  # the platform chose the scheduler from the same key
         extra.pop("step_policy", None)
+        # a replay's records appear whole when it finishes (harness.vllm.rerun; never a server's)
+        staged = extra.pop("staged_records", False)
         if extra:
             raise ValueError(f"--additional-config: unknown key(s) {sorted(extra)}; known: mesh_cols, knobs, "
                              f"step_policy")
@@ -108,6 +110,15 @@ class TtsimWorker(WorkerBase):
         torch.set_num_threads(1)  # two cores shared with the API server process: no OpenMP spinning
         self.spec = RunSpec(seed=self.seed, model=self.model_name, step_policy=policy, mesh_cols=mesh_cols,
                             generator=generator)
+        if generator is not None:  # the user's: a wrong output shape is refused now, not served
+            from harness.scenario import probe
+            from harness.system import generator_errors
+
+            try:
+                probe(self.spec)
+            except generator_errors() as exc:
+                log.error("ttsim worker refuses to start: %s", exc)
+                raise
         t0 = time.perf_counter()
         # the one call that opens the worker's mesh (harness.system.System, as the sweeps)
         # production's device parameters (the vLLM plugin's trace region): System's default
@@ -121,7 +132,8 @@ class TtsimWorker(WorkerBase):
         # every merge decision and every finished request, for `ttsim serve-explain`
         self.records = ServedRecords(runs_dir(), seed=self.seed, model=self.model_name, flags=self.flags,
                                      knobs=knob_mode, step_policy=policy.name, mesh_cols=mesh_cols,
-                                     sdpa_streaming=self.streaming, generator=self.generator_env)
+                                     sdpa_streaming=self.streaming, generator=self.generator_env,
+                                     staged=staged is True)
         log.info("%s %s", READY_PREFIX, self.records.dir)
 
     def load_model(self, *, load_dummy_weights: bool = False) -> None:

@@ -103,3 +103,24 @@ def test_inspect_accepts_enough_cards():
     assert pr.ok and pr.cause is None and pr.card_ids == [0, 1] and pr.num_chips == 2
     assert (pr.arch, pr.cluster_type, pr.visible_devices) == ("blackhole", "ClusterType.P150_X2", "0,1")
     assert discovery.inspect(FakeRuntime(chips=2), None, 1, {}).card_ids == [0, 1]
+
+
+def test_the_watchdog_backs_the_call_deadline_naming_its_option_and_the_call(capfd):
+    """On cards a call blocked in the runtime cannot be interrupted from inside; the same watchdog
+    process that pytest --hil keeps is armed per call (harness/deadline.py) with the call's line,
+    its own timeout, and names --call-deadline when it kills."""
+    import subprocess
+
+    from hil.watchdog import Watchdog
+
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dog = Watchdog(60.0, target_pid=victim.pid, option="--call-deadline")
+    try:
+        dog.arm("decode_forward at engine step 7", 0.5)
+        victim.wait(timeout=30)
+    finally:
+        victim.kill()
+        dog.stop()
+    assert victim.returncode == -9
+    err = capfd.readouterr().err
+    assert "hil watchdog: decode_forward at engine step 7 did not finish within --call-deadline=0.5 s" in err, err

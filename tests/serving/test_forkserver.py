@@ -200,7 +200,11 @@ def test_a_server_stopped_under_a_command_stops_the_command_and_tells_its_client
         child = int(re.search(r"child (\d+): ttsim arms", log.read_text()).group(1))
         proc.terminate()
         proc.wait(timeout=30)
-        _, err = client.communicate(timeout=60)
+        # the client's own exit, not EOF on its stderr: the command (the server's child) holds that
+        # pipe too until it has stopped, which is asked for below, with its own deadline
+        client.wait(timeout=60)
+        os.set_blocking(client.stderr.fileno(), False)
+        err = client.stderr.read() or ""
     finally:
         proc.kill()
         client.kill()

@@ -135,3 +135,60 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+HANGS = """
+import time
+from model.generator import Generator
+
+
+class Hangs(Generator):
+    def decode_forward(self, *args, **kw):
+        self._calls = getattr(self, "_calls", 0) + 1
+        while self._calls >= 7:
+            time.sleep(1)
+        return super().decode_forward(*args, **kw)
+"""
+
+
+def test_a_killed_leader_takes_its_workers_and_the_next_run_removes_its_staged_files(tmp_path):
+    """kill -9 of the sweep's process while its workers are stuck in a seed (a generator that
+    never returns, far inside its deadline): the workers die with it at once (the parent-death
+    signal; else they would run on until their seed ended), and the staged files it could not
+    discard are removed by the next command that stages the same targets."""
+    (tmp_path / "hangs.py").write_text(HANGS)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["arms", "--seeds", "4", "--workers", "2", "--json", str(out / "r.json"), "--record-merges",
+            str(out / "trace.jsonl"), "--generator", f"{tmp_path / 'hangs.py'}:Hangs", "--call-deadline", "600"]
+    env = {**os.environ, "TTSIM_FORKSERVER": "0", "TTSIM_RUNS_DIR": str(out / "runs"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.commands.cli", *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    kids: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 240
+        while len(kids) < 2 or not [p for p in out.iterdir() if p.name.startswith(".trace.jsonl.part-")]:
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep never started its workers"
+            time.sleep(0.2)
+            kids = psutil.Process(proc.pid).children(recursive=True)
+        time.sleep(3)  # the workers are inside their seeds now (each hangs at its seventh decode)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 2
+        while not all(_gone(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(_gone(k) for k in kids), [k.pid for k in kids if not _gone(k)]
+    finally:
+        for k in kids:
+            if not _gone(k):
+                k.kill()
+    left = sorted(p.name for p in out.iterdir() if ".part-" in p.name)  # the trace: staged from the start
+    assert len(left) == 1 and left[0].startswith(f".trace.jsonl.part-{proc.pid}-"), left
+    staged = Staged()
+    try:
+        staged.path(str(out / "trace.jsonl"), append=True)  # the next run staging the same target
+        mine = sorted(p.name for p in out.iterdir() if ".part-" in p.name)
+        assert len(mine) == 1 and mine[0].startswith(f".trace.jsonl.part-{os.getpid()}-"), mine
+    finally:
+        staged.discard()
+    assert not [p for p in out.iterdir() if ".part-" in p.name]

@@ -114,7 +114,12 @@ def test_a_hybrid_model_class_gets_per_layer_specs():
 @pytest.mark.parametrize("out, rows, sampled, message", [
     ([1, 2], 2, True, "returned list; the plugin expects a torch tensor"),
     (torch.tensor([[1], [2]]), 3, True, "returned 2 tokens for 3 rows"),
-    (torch.zeros(2), 2, False, r"returned shape \(2,\); host sampling expects logits"),
+    (torch.zeros(2), 2, False, r"returned a torch.float32 tensor of shape \(2,\); host sampling expects floating"),
+    # a [3, 7] output holds 21 elements, enough for 8 rows by count: its shape is what the plugin unpacks
+    (torch.zeros(3, 7, dtype=torch.int64), 8, True, r"shape \(3, 7\); sampled tokens are integer ids of shape"),
+    (torch.zeros(8, 1), 8, True, r"returned a torch.float32 tensor of shape \(8, 1\); sampled tokens are integer"),
+    (torch.zeros(8, 5, dtype=torch.int64), 8, False, "host sampling expects floating logits"),
+    (torch.zeros(8, 2, 5), 8, False, r"shape \(8, 2, 5\); host sampling expects"),
 ])
 def test_an_output_of_the_wrong_shape_is_named_in_one_line(out, rows, sampled, message):
     with pytest.raises(GeneratorProtocolError, match=message):
