@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 
+from harness.base.spec import MODELS
 from harness.engine.arch import ARCH
-
-MODELS = ("tiny", "small", "markov")
 
 # Plain-text roles (a 256-token byte vocabulary has no room for special tokens). With tools,
 # the system turn lists them and asks for Hermes-style <tool_call>{json}</tool_call>, the

@@ -21,6 +21,7 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 from gate_seeds import CONTROL_ENV, stage3_requests  # noqa: E402
 
 from hil import gates  # noqa: E402
+from harness.base.spec import MODELS  # noqa: E402
 from harness.engine import modeldir  # noqa: E402
 from harness.vllm import server  # noqa: E402
 
@@ -44,7 +45,7 @@ def main() -> int:
     p.add_argument("seeds", type=int, nargs="+")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", default="control,treatment")
-    p.add_argument("--model", choices=modeldir.MODELS, default="markov")
+    p.add_argument("--model", choices=MODELS, default="markov")
     p.add_argument("--knobs", choices=("quiet", "swarm"), default="swarm", help="the server's device knobs")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
