@@ -53,6 +53,8 @@ log = logging.getLogger("model.qwen36")
 
 #: Batch rows a decode call may have (one tile of rows).
 MAX_DECODE_ROWS = 32
+#: the q/k L2 norm's epsilon (production's ``l2_norm_ttnn`` default; model/reference.py's too)
+L2_NORM_EPS = 1e-6
 
 
 class _Scope:
@@ -280,7 +282,7 @@ class Qwen36Model:
 
         def qk(lo):
             part = s(ttnn.slice(flat, [0, 0, 0, lo], [1, 1, n, lo + self.nq_c]))
-            part = s(ttnn.reshape(part, [n, self.hk_c, 1, dk]))
+            part = s(ttnn.reshape(self._l2_norm(s, part, n * self.hk_c, dk), [n, self.hk_c, 1, dk]))
             if grp > 1:
                 part = s(ttnn.repeat(part, [1, 1, grp, 1]))
             return s(ttnn.reshape(part, [rows, t, self.hv_c, dk]))
@@ -289,6 +291,16 @@ class Qwen36Model:
         v = s(ttnn.slice(flat, [0, 0, 0, 2 * self.nq_c], [1, 1, n, self.conv_c]))
         v = s(ttnn.reshape(v, [rows, t, self.hv_c, dv]))
         return q, k, v
+
+    def _l2_norm(self, s, x, rows, d):
+        """Each ``d``-wide head of ``x`` divided by its L2 norm, on the device, as production's
+        qwen36 does before the delta rule (``l2_norm_ttnn``: ``rms_norm`` with ``epsilon / d``,
+        times ``d ** -0.5``): ttnn 0.81.1's gated-delta-rule ops refuse ``use_qk_l2norm``.
+        ``x`` [.., rows * d] ROW_MAJOR; returns [1, 1, rows, d] ROW_MAJOR."""
+        ttnn = self.ttnn
+        x = s(ttnn.to_layout(s(ttnn.reshape(x, [1, 1, rows, d])), ttnn.TILE_LAYOUT))
+        x = s(ttnn.multiply(s(ttnn.rms_norm(x, epsilon=L2_NORM_EPS / d)), d ** -0.5))
+        return s(ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT))
 
     def _gdn_gates(self, s, L, x, rows, t):
         ttnn = self.ttnn
@@ -579,7 +591,7 @@ class Qwen36Model:
         spool = self.state_pool[i]
         init = None if fresh else s(ttnn.slice(spool, [slot, 0, 0, 0], [slot + 1, *spool.shape[1:]]))
         o, final = ttnn.transformer.chunk_gated_delta_rule(
-            q, k, v, g, beta, initial_state=init, output_final_state=True, use_qk_l2norm=True)
+            q, k, v, g, beta, initial_state=init, output_final_state=True)
         s(o), s(final)
         if final.layout != ttnn.TILE_LAYOUT:
             final = s(ttnn.to_layout(final, ttnn.TILE_LAYOUT))
@@ -704,7 +716,7 @@ class Qwen36Model:
         q, k, v = self._gdn_heads(s, conv, b, 1)
         g, beta = self._gdn_gates(s, L, h, b, 1)
         o = s(ttnn.transformer.fused_recurrent_gated_delta_rule(
-            q, k, v, g, beta, initial_state=self.state_pool[i], initial_state_block_idx=slots, use_qk_l2norm=True))
+            q, k, v, g, beta, initial_state=self.state_pool[i], initial_state_block_idx=slots))
         return self._gdn_out(s, L, o, z, b, 1)
 
     # ------------------------------------------------------------------ sampling
