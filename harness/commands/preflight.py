@@ -124,13 +124,16 @@ def _run_spec(args, **given):
     """The command's run specification (harness.base.spec.RunSpec) from its options, built once:
     the model, the step policy, the user's generator (--generator/--tt-metal spelled right;
     loading it, which imports the user's code, comes with the backend), and ``given``."""
-    from harness.base.spec import GeneratorSpecError, RunSpec, parse_generator, step_policy
+    from harness.base.spec import DEFAULT_TRACE_MODE, GeneratorSpecError, RunSpec, parse_generator, step_policy, \
+        trace_mode
 
     try:
         generator = parse_generator(args.generator, args.tt_metal)
     except GeneratorSpecError as exc:
         raise UsageError(str(exc)) from None
-    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator, **given)
+    mode = trace_mode(getattr(args, "trace_mode", DEFAULT_TRACE_MODE.name))
+    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator, trace_mode=mode,
+                   **given)
 
 
 def merge(args) -> None:
