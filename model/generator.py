@@ -119,13 +119,13 @@ class _DecodeTrace:
     """One width's decode: persistent input buffers and (once captured) a trace.
 
     As upstream (tt-metal ``generator.py`` ``_prepare_decode_trace_text``; qwen36's per-width
-    trace stores), a width's inputs are created from the host's inputs of its first decode
-    (``from_torch(..., device=)``: initialized) and the trace is captured on them. A width
-    first used after other traces were captured gets its inputs wherever the allocator puts
-    them, possibly over memory another live trace writes its intermediates to: qwen36 opts
-    into that trace-buffer reuse, so another width's replay may overwrite these inputs
-    (ttsim replays intermediates at their captured addresses). That is the route by which
-    activation bytes reach a position buffer.
+    trace stores), a width's inputs are created from host values (``from_torch(...,
+    device=)``: initialized; the decode warm-up's zeros) and the trace is captured on them. A
+    width created after other traces were captured gets its inputs wherever the allocator puts
+    them, possibly over memory a live trace writes its intermediates to: qwen36 opts into that
+    trace-buffer reuse, so another width's replay may overwrite these inputs (ttsim replays
+    intermediates at their captured addresses). That is the route by which activation bytes
+    reach a position buffer.
 
     ``host=None`` (what-if knob ``whatif_never_run_bucket``): ``allocate_tensor_on_device``
     instead, for every width before any capture.
@@ -450,7 +450,7 @@ class Generator:
         elif reload and not created and (not keeps or self.refresh_inputs):
             # #54565: no keep, the host's inputs at a reload; a refreshing model's every step
             self._write_tokens(trace, host_tok, host_pos)
-        # (a width's first decode, always a reload, runs on the host inputs it was created from)
+        # (a width created by this decode runs on the host inputs it was created from)
         if staging is None:
             self._write_tables(trace, pt, slots, force=reload and not created)
         trace.capture()
