@@ -1515,6 +1515,13 @@ TT_FATAL_TEXTS = (
     'Tile size is not valid for our hardware',
     'Tile height must equal 16 or 32 in transpose mode',
     'Last 2 dims of input shape must be multiples of 32',
+    # gated delta rule: q/k are normalised before the op (model/qwen36.py), not by it
+    'chunk_gated_delta_rule: use_qk_l2norm not yet supported; pre-normalize q/k on host',
+    'fused_recurrent_gated_delta_rule: use_qk_l2norm not done here; L2-normalize q/k on host',
+    # paged_update_cache's modulo: bounded by the cache's blocks, not the page-table row (tt-metal #57364)
+    "cache_position_modulo ({}) must be a positive multiple of effective block_size ({}); otherwise a wrapped "
+    "position would split across blocks and the kernel can't address it.",
+    'cache_position_modulo/block_size ({}) must be <= max_num_blocks ({})',
 )
 
 

@@ -12,6 +12,12 @@ from __future__ import annotations
 DEVICE_TIMEOUT = "device-timeout"
 #: a wrong answer with the merge off: the host restaged its own one-step-stale token
 STALE_HOST_TOKEN = "stale-host-token"
+#: the prefill's own token (output 0) was wrong: the state the prefill computed on held other
+#: bytes (its prefill-only scratch or zero buffers clobbered behind a live trace, or the cache)
+PREFILL_STATE = "prefill-state"
+#: a decode fed the host's own fresh inputs (a generator restaging every step, no keep) yielded the
+#: first wrong token: state the model keeps on the device (GDN state, KV cache) held other bytes
+MODEL_STATE = "model-state"
 
 #: token ids at or above this are in no vocabulary (the largest hold about 2**18): a device token
 #: this big is bytes that are not a token, e.g. two bf16 activations read as one uint32
@@ -38,17 +44,24 @@ def classify(event, row) -> str:
 
 
 def verdict_class(*, merge_defect: str | None, merge_on: bool, decode_log: dict, expected: list[int],
-                  got: list[int], cut_short: bool = False) -> str:
+                  got: list[int], cut_short: bool = False, host_fresh: bool = False) -> str:
     """The class of a request whose answer ``got`` differs from ``expected``: what a merge that
     touched it kept (``merge_defect``, :func:`classify`), else a run cut short by the device
-    (``cut_short``), else the merge off, else the host's view of the decode that went wrong
-    (``decode_log``: output index -> (first decode after prefill, a reload))."""
+    (``cut_short``), else the prefill's own token wrong (``prefill-state``), else, where the
+    runner fed the host's fresh inputs at every decode (``host_fresh``: a generator without async
+    decode), state the model keeps (``model-state``), else the merge off, else the host's view
+    of the decode that went wrong (``decode_log``: output index -> (first decode after prefill,
+    a reload))."""
     from model.serving import host_view_class
 
     if merge_defect:
         return merge_defect
     if cut_short:
         return DEVICE_TIMEOUT
+    if got and first_difference(expected, got) == 0:
+        return PREFILL_STATE
+    if host_fresh:
+        return MODEL_STATE
     if not merge_on:
         return STALE_HOST_TOKEN
     return host_view_class(decode_log, expected, got)

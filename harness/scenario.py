@@ -285,7 +285,8 @@ class _GroupRun:
                                          merge_on=arm_flags(arm).merge,
                                          decode_log=runner.decode_log.get(r.request_id, {}),
                                          expected=v.expected, got=v.got,
-                                         cut_short=fatal is not None and r.request_id not in engine.finished)
+                                         cut_short=fatal is not None and r.request_id not in engine.finished,
+                                         host_fresh=runner.host_fresh_every_step)
             verdicts.append(v)
         return ScenarioResult(arm, self.spec.seed, self.workload.knobs, verdicts, self.merges[arm], self.rejects[arm],
                               engine.steps, dict(system.mesh.stats), runner.preemptions,

@@ -340,18 +340,16 @@ def build_runner(system: System, flags: GeneratorFlags, knobs: FaultKnobs, *, on
                       prefill_chunk=system.config.prefill_chunk, kv=system.kv_cache_spec(knobs.kv_blocks),
                       scratch=scratch_allocations(system, knobs, spec.seed), on_merge=on_merge,
                       plugin_layout=spec.step_policy.plugin_layout, sample_on_device=spec.sample_on_device,
-                      guard=guard or unguarded)
+                      guard=guard or unguarded, trace_prefill=spec.trace_mode.trace_prefill,
+                      decode_first=spec.trace_mode.decode_first)
     if start:
         start_runner(gen, runner, knobs)
     return gen, runner
 
 
 def start_runner(gen, runner, knobs: FaultKnobs) -> None:
-    """The plugin's start-up (KV cache through the model, two-phase warm-up), then the seed's
-    eager-trace knob (ttsim's, beyond the contract)."""
+    """The plugin's start-up: the KV cache through the model, the two-phase warm-up."""
     runner.start()
-    if knobs.eager_traces and callable(getattr(gen, "warm_up", None)):
-        gen.warm_up()
 
 
 def make_scheduler(spec: RunSpec, num_blocks: int = NUM_BLOCKS):

@@ -4,14 +4,23 @@ It speaks the protocol the Tenstorrent plugin drives (model/protocol.py) and bui
 mechanism as upstream tt-metal does (``models/tt_transformers/tt/generator.py`` @ 50868c00,
 F1; qwen36's per-width trace stores; docs/fidelity.md names each source):
 
-- Decode runs as one captured trace per width (1/2/4/8 rows). A width's persistent inputs
-  (tokens, positions, page table, slot map) are created from the host's inputs of its first
-  decode, so they start initialized; a width first used after another width's trace was
-  captured may sit where that trace writes its intermediates, and that trace's replays
-  overwrite it (trace-buffer reuse, which qwen36 opts into): the route by which activation
-  bytes reach a position buffer.
+- Decode runs as one captured trace per width (1/2/4/8 rows), every width captured in the
+  plugin's decode warm-up (``warmup_model_decode(enable_trace=True)``) on F1's warm-up inputs
+  (tokens 0, positions 0), width by width: qwen36's vLLM path uses "the standard pos-0 warmup
+  capture" (``generator_interface.py`` @ 040a27c1), per width (``warmup_decode_buckets``,
+  ``qwen36_vllm.py`` @ bdfbb052). A width's inputs are created (initialized) after the widths
+  before it were captured, so they may sit where those traces write their intermediates, and
+  their replays overwrite them (trace-buffer reuse, which qwen36 opts into; tt-metal #56474's
+  first half): the route by which activation bytes reach a position buffer. What else the
+  warm-up order puts behind which trace is the plugin's to decide (model/serving.py).
 - Inside the trace argmax writes each sampled token into the trace's own token input and
-  ``plus_one`` advances its positions: between reloads the device is authoritative.
+  ``plus_one`` advances its positions: between reloads the device is authoritative. A model
+  declaring ``_tt_vllm_always_refresh_decode_trace_inputs`` (the hybrid, as qwen36's model
+  does) instead has every input restaged from the host at every step and its sample written to
+  a buffer of its own (F1: ``reload_inputs``, ``_decode_token_feedback_buffer``); it takes no
+  async decode.
+- Prefill with ``enable_trace`` (the plugin's ``trace_mode`` "all") replays the model's chunk
+  trace, captured in ``warmup_model_prefill(enable_trace=True)``, for each full chunk.
 - A reload is a ``reset_batch`` or the first decode after a prefill (F1's mode switch). At a
   reload into a width that already has a trace, the merge reads that width's token and
   position inputs (a blocking read of shard 0), gathers them by ``slot_remap``, and keeps
@@ -110,23 +119,29 @@ class _DecodeTrace:
     """One width's decode: persistent input buffers and (once captured) a trace.
 
     As upstream (tt-metal ``generator.py`` ``_prepare_decode_trace_text``; qwen36's per-width
-    trace stores), a width's inputs are created from the host's inputs of its first decode
-    (``from_torch(..., device=)``: initialized) and the trace is captured on them. A width
-    first used after other traces were captured gets its inputs wherever the allocator puts
-    them, possibly over memory another live trace writes its intermediates to: qwen36 opts
-    into that trace-buffer reuse, so another width's replay may overwrite these inputs
-    (ttsim replays intermediates at their captured addresses). That is the route by which
-    activation bytes reach a position buffer.
+    trace stores), a width's inputs are created from host values (``from_torch(...,
+    device=)``: initialized; the decode warm-up's zeros) and the trace is captured on them. A
+    width created after other traces were captured gets its inputs wherever the allocator puts
+    them, possibly over memory a live trace writes its intermediates to: qwen36 opts into that
+    trace-buffer reuse, so another width's replay may overwrite these inputs (ttsim replays
+    intermediates at their captured addresses). That is the route by which activation bytes
+    reach a position buffer.
 
     ``host=None`` (what-if knob ``whatif_never_run_bucket``): ``allocate_tensor_on_device``
     instead, for every width before any capture.
+
+    ``feedback``: argmax writes the sample into the trace's own token input (on-device token
+    feedback); off for a model that restages its inputs every step
+    (``_tt_vllm_always_refresh_decode_trace_inputs``), whose sample goes to a buffer of its own,
+    as F1's ``_decode_token_feedback_buffer`` returns None for such a model.
     """
 
     def __init__(self, ttnn, device, model, bucket: int, max_pages: int, enable_trace: bool,
-                 host: tuple | None = None):
+                 host: tuple | None = None, feedback: bool = True):
         self.ttnn, self.device, self.model = ttnn, device, model
         self.bucket = bucket
         self.enable_trace = enable_trace
+        self.feedback = feedback
         rm = ttnn.ROW_MAJOR_LAYOUT
         if host is None:  # the what-if: uninitialized, as the first model had it
             alloc = ttnn.allocate_tensor_on_device
@@ -151,12 +166,21 @@ class _DecodeTrace:
                 self.page_table = put(int32_tensor(page_table, rows=True), (bucket, max_pages), ttnn.int32)
                 self.slots = put(int32_tensor(slots), (bucket,), ttnn.int32)
             self.page_table_host, self.slots_host = page_table, tuple(slots)
+        self.sampled = self.tokens
+        if not feedback:
+            self.sampled = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm,
+                                           device=device, mesh_mapper=ttnn.ReplicateTensorToMesh(device))
         # host mirrors for the what-if asynchronous merge read (persistent host tensors)
         self.tok_mirror = ttnn.from_torch(torch.zeros(1, bucket, dtype=torch.int32), dtype=ttnn.uint32, layout=rm)
         self.pos_mirror = ttnn.from_torch(torch.zeros(bucket, dtype=torch.int32), dtype=ttnn.int32, layout=rm)
         self.executed = False
         self.trace_id = None
         self.logits = None
+
+    def compile(self) -> None:
+        """F1's compile pass before a capture (``_prepare_decode_trace_text``): the forward run
+        eagerly on the inputs, its logits dropped (no sample, no position advance)."""
+        self.ttnn.deallocate(self.model.decode(self.tokens, self.positions, self.page_table, self.slots))
 
     def capture(self) -> None:
         if self.enable_trace and self.trace_id is None:
@@ -166,7 +190,7 @@ class _DecodeTrace:
 
     def _body(self):
         logits = self.model.decode(self.tokens, self.positions, self.page_table, self.slots)
-        self.model.sample_on_device(logits, self.tokens)
+        self.model.sample_on_device(logits, self.sampled)
         self.ttnn.plus_one(self.positions, skip_negative_entries=True)
         return logits
 
@@ -231,6 +255,13 @@ class Generator:
         # (without vLLM's lag there is no newer device token to recover, only a stale one to
         # adopt); False is the code before it, which kept for every model
         self.async_keep_gate = async_keep_gate
+        # the model's declaration (qwen36's model object makes it; F1 reads it): every decode
+        # restages its trace inputs from the host and the sample is not fed back into them. Such a
+        # model cannot take async decode (a restaged one-step-stale host token is decoded twice),
+        # which is why qwen36's wrapper declares supports_async_decode False with it
+        self.refresh_inputs = bool(getattr(model, "_tt_vllm_always_refresh_decode_trace_inputs", False))
+        if self.refresh_inputs and supports_async_decode is None:
+            self.model_capabilities = {**type(self).model_capabilities, "supports_async_decode": False}
         self.model = model
         self.ttnn = ttnn
         self.mesh_device = mesh_device
@@ -250,6 +281,13 @@ class Generator:
         self._step = 0
         self._last_read_event = None
         self.guard_rejects = 0
+        #: reset by the plugin between its two warm-up phases (model/serving.py start_generator)
+        self.already_warmed_up_prefill = False
+
+    @property
+    def _traces_prefill(self) -> bool:
+        """The model traces its prefill (it has a chunk trace to capture)."""
+        return callable(getattr(self.model, "capture_prefill_trace", None))
 
     @property
     def _async_decode(self) -> bool:
@@ -269,17 +307,43 @@ class Generator:
         return [] if caches is None else [[self.model.k_cache[i], self.model.v_cache[i]] for i in sorted(caches)]
 
     def warmup_model_prefill(self, enable_trace=False, kv_cache=None, can_sample_on_device=False, **kwargs) -> None:
-        """Nothing to compile (ttsim has no program cache) and prefill is never traced."""
+        """Nothing without tracing (ttsim has no program cache; qwen36's compile-only prefill
+        warm-up is a no-op too). With tracing, a model that traces its prefill binds its
+        prefill-only state and captures its chunk trace now (qwen36_vllm.py @ 01c8afed /
+        @ bdfbb052 ``warmup_model_prefill``); once, until the plugin resets
+        ``already_warmed_up_prefill``."""
+        if not (enable_trace and self.enable_trace) or self.already_warmed_up_prefill:
+            return
+        self.already_warmed_up_prefill = True
+        capture = getattr(self.model, "capture_prefill_trace", None)
+        if callable(capture):
+            capture()
 
     def warmup_model_decode(self, enable_trace=False, kv_cache=None, max_batch_size=None, num_blocks=None,
                             can_sample_on_device=True, **kwargs) -> None:
-        """Each width's trace is captured at that width's first real decode, not here (the
-        Qwen3.6 vLLM wrapper's decode warm-up captures nothing: "trace capture is stateful and is
-        performed from the first real scheduler batch"); ``warm_up`` captures every width now
-        (the seeded knob ``eager_traces``). Decode is sampled on the device only, as production's."""
+        """With tracing, every width's decode trace is captured now, each on F1's warm-up inputs
+        (``WarmupForwardMixin._create_decode_warmup_inputs``: tokens 0, positions 0, page
+        table 0): its inputs created from them, a compile pass, the capture, one replay (F1's
+        ``decode_forward`` replays once it has captured). Upstream: qwen36's vLLM path uses "the
+        standard pos-0 warmup capture" (``generator_interface.py`` @ 040a27c1), per width
+        (``warmup_decode_buckets``, qwen36_vllm.py @ bdfbb052; tt-metal #56474: width 1 staged
+        first, widths 2/4/8 after its capture). Decode is sampled on the device only, as
+        production's."""
         if not can_sample_on_device:
             raise ValueError("warmup_model_decode: this generator samples decode on the device "
                              "(sample_on_device_mode 'all' or 'decode_only')")
+        if not (enable_trace and self.enable_trace):
+            return
+        widths = [b for b in reversed(BUCKETS) if max_batch_size is None or b <= max_batch_size]
+        for bucket in widths:
+            zero = (0,) * self.max_pages
+            trace, created = self._store(bucket, [0] * bucket, [0] * bucket, (zero,) * bucket, tuple(range(bucket)))
+            if self.flags.whatif_never_run_bucket:  # the what-if: captured, never staged nor run
+                trace.capture()
+                continue
+            trace.compile()
+            trace.capture()
+            trace.run()
 
     # -- prefill ------------------------------------------------------------------------
     def prefill_forward(self, tokens, page_table=None, kv_cache=None, prompt_lens=None, empty_slots=None,
@@ -310,8 +374,9 @@ class Generator:
                                  f"{len(rows[i])}")
             if starts[i] == 0:
                 self.model.reset_slot(slot)
+            traced = {"traced": True} if enable_trace and self.enable_trace and self._traces_prefill else {}
             logits = self.model.prefill(rows[i][starts[i]:ends[i]], slot=slot, page_table_row=page_table[i],
-                                        start_pos=starts[i])
+                                        start_pos=starts[i], **traced)
             out.append(logits.reshape(1, -1))
             self._slots_prefilled_since_decode.add(slot)
         self._mode = "prefill"
@@ -350,7 +415,7 @@ class Generator:
         mode_switched = self._mode != "decode"  # the first decode after a prefill (F1)
         self._mode = "decode"
         # under the contract the caller owns the reload policy: no forced reloads of our own
-        reload = reset_batch or mode_switched if staging is None else staging == "all"
+        reload = (reset_batch or mode_switched or self.refresh_inputs) if staging is None else staging == "all"
         needed = max(active) + 1
         # upstream's width: the smallest bucket holding every valid row (qwen36's per-width
         # stores; rows front-packed there, so the highest valid row + 1). Between reloads the
@@ -373,18 +438,19 @@ class Generator:
         trace, created = self._store(bucket, host_tok, host_pos, pt, slots)
         fresh = not trace.executed
         keeps = self.flags.merge and (self._async_decode or not self.async_keep_gate)
-        merge_runs = (staging is None and keeps and reload
+        merge_runs = (staging is None and keeps and (reset_batch or mode_switched)
                       and (not created or self.flags.whatif_never_run_bucket))
         if staging is not None:
             self._stage_commanded(trace, staging, created, remap, host_tok, host_pos, pt, slots)
         elif not self.flags.merge:
             self._write_tokens(trace, host_tok, host_pos)  # the pre-merge behaviour: host inputs always
-        elif not keeps and reload and not created:
-            self._write_tokens(trace, host_tok, host_pos)  # #54565: no keep, the host's inputs at a reload
         elif merge_runs:
             tok, pos = self._merge(trace, bucket, fresh, host_tok, host_pos, remap)
             self._write_tokens(trace, tok, pos)
-        # (a width's first decode, always a reload, runs on the host inputs it was created from)
+        elif reload and not created and (not keeps or self.refresh_inputs):
+            # #54565: no keep, the host's inputs at a reload; a refreshing model's every step
+            self._write_tokens(trace, host_tok, host_pos)
+        # (a width created by this decode runs on the host inputs it was created from)
         if staging is None:
             self._write_tables(trace, pt, slots, force=reload and not created)
         trace.capture()
@@ -404,7 +470,7 @@ class Generator:
     def read_decode_output(self, out: DecodeOutput, async_read: bool = False):
         """Enqueue the read of this step's sampled tokens: with ``async_read`` non-blocking,
         returning ``(host_output, [event])``; else blocking, returning the host output."""
-        out.host = out.trace.tokens.cpu(blocking=not async_read)
+        out.host = out.trace.sampled.cpu(blocking=not async_read)
         out.event = self.ttnn.record_event(self.mesh_device, 0) if async_read else None
         self._last_read_event = out.event
         return (out, [out.event]) if async_read else out
@@ -491,7 +557,8 @@ class Generator:
         if bucket in self._traces:
             return self._traces[bucket], False
         self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket, self.max_pages,
-                                            self.enable_trace, host=(host_tok, host_pos, pt, slots))
+                                            self.enable_trace, host=(host_tok, host_pos, pt, slots),
+                                            feedback=not self.refresh_inputs)
         return self._traces[bucket], True
 
     def _upload(self, values: torch.Tensor, like, dtype) -> None:
@@ -582,16 +649,7 @@ class Generator:
         calls it before the first width exists)."""
         for bucket in BUCKETS:
             self._traces[bucket] = _DecodeTrace(self.ttnn, self.mesh_device, self.model, bucket,
-                                                self.max_pages, self.enable_trace)
-
-    def warm_up(self) -> int:
-        """Capture a decode trace for every width now (instead of at first use), each on inputs
-        created from an idle batch (every row at position -1); returns how many are captured."""
-        for bucket in BUCKETS:
-            idle = (0,) * self.max_pages
-            trace, _ = self._store(bucket, [0] * bucket, [-1] * bucket, (idle,) * bucket, (-1,) * bucket)
-            trace.capture()
-        return len(self._traces)
+                                                self.max_pages, self.enable_trace, feedback=not self.refresh_inputs)
 
     def release(self) -> None:
         """Release every captured trace (a served model's shutdown); the buffers stay allocated."""

@@ -16,10 +16,10 @@ Read from ``tenstorrent/vllm-tt-plugin`` @ e3fc8494 (``loader.py``, ``model_runn
    ``warmup_model_prefill(enable_trace=False, kv_cache=, can_sample_on_device=)`` and
    ``warmup_model_decode(enable_trace=False, kv_cache=, max_batch_size=, num_blocks=,
    can_sample_on_device=)`` (compile), ``already_warmed_up_prefill`` reset to False when the
-   model has it, then the same two with ``enable_trace=True`` (capture: prefill only when
-   prefill is traced, which it is not here);
+   model has it, then the same two with ``enable_trace=True`` (capture): prefill first and only
+   when prefill is traced (``trace_mode`` "all", the default), then decode;
 4. prefill: ``prefill_forward(tokens=[B, S], page_table=[B, pages], kv_cache=,
-   enable_trace=False, prompt_lens=[B] (the END of the chunk scheduled), start_pos=[B] (tokens
+   enable_trace=<prefill traced>, prompt_lens=[B] (the END of the chunk scheduled), start_pos=[B] (tokens
    already computed), empty_slots=[B] (each row's state slot), [sampling_params=])``; the
    generator processes ``tokens[i, start_pos[i]:prompt_lens[i]]``. ``sampling_params`` only
    with on-device prefill sampling (``sample_on_device="all"``): it returns tokens; else
@@ -62,7 +62,7 @@ class PluginGenerator(Protocol):
     :class:`KvCacheOwner` / :class:`PerLayerKvCacheOwner`; the reads are :class:`DecodeReader`."""
 
     def warmup_model_prefill(self, enable_trace: bool, kv_cache: Any, can_sample_on_device: bool) -> None:
-        """Compile (``enable_trace=False``); prefill is never captured by the runner."""
+        """Compile (``enable_trace=False``), then capture (``enable_trace=True``) when prefill is traced."""
 
     def warmup_model_decode(self, enable_trace: bool, kv_cache: Any, max_batch_size: int, num_blocks: int,
                             can_sample_on_device: bool) -> None:

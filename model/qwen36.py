@@ -47,12 +47,15 @@ import torch
 
 from . import settings
 from .config import ModelConfig
+from .prefill_state import ChunkInputs, PrefillState
 from .slot_remap import check_remap
 
 log = logging.getLogger("model.qwen36")
 
 #: Batch rows a decode call may have (one tile of rows).
 MAX_DECODE_ROWS = 32
+#: the q/k L2 norm's epsilon (production's ``l2_norm_ttnn`` default; model/reference.py's too)
+L2_NORM_EPS = 1e-6
 
 
 class _Scope:
@@ -115,6 +118,8 @@ class Qwen36Model:
             q_chunk_size=c.sdpa_chunk, k_chunk_size=c.sdpa_chunk)
         self._load(weights)
         self._alloc_state()
+        #: the prefill-only persistent state (model/prefill_state.py), allocated on first use
+        self.prefill_state: PrefillState | None = None
 
     # ------------------------------------------------------------------ construction
     def _rep(self, t: torch.Tensor, dtype=None, layout=None):
@@ -280,7 +285,7 @@ class Qwen36Model:
 
         def qk(lo):
             part = s(ttnn.slice(flat, [0, 0, 0, lo], [1, 1, n, lo + self.nq_c]))
-            part = s(ttnn.reshape(part, [n, self.hk_c, 1, dk]))
+            part = s(ttnn.reshape(self._l2_norm(s, part, n * self.hk_c, dk), [n, self.hk_c, 1, dk]))
             if grp > 1:
                 part = s(ttnn.repeat(part, [1, 1, grp, 1]))
             return s(ttnn.reshape(part, [rows, t, self.hv_c, dk]))
@@ -289,6 +294,16 @@ class Qwen36Model:
         v = s(ttnn.slice(flat, [0, 0, 0, 2 * self.nq_c], [1, 1, n, self.conv_c]))
         v = s(ttnn.reshape(v, [rows, t, self.hv_c, dv]))
         return q, k, v
+
+    def _l2_norm(self, s, x, rows, d):
+        """Each ``d``-wide head of ``x`` divided by its L2 norm, on the device, as production's
+        qwen36 does before the delta rule (``l2_norm_ttnn``: ``rms_norm`` with ``epsilon / d``,
+        times ``d ** -0.5``): ttnn 0.81.1's gated-delta-rule ops refuse ``use_qk_l2norm``.
+        ``x`` [.., rows * d] ROW_MAJOR; returns [1, 1, rows, d] ROW_MAJOR."""
+        ttnn = self.ttnn
+        x = s(ttnn.to_layout(s(ttnn.reshape(x, [1, 1, rows, d])), ttnn.TILE_LAYOUT))
+        x = s(ttnn.multiply(s(ttnn.rms_norm(x, epsilon=L2_NORM_EPS / d)), d ** -0.5))
+        return s(ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT))
 
     def _gdn_gates(self, s, L, x, rows, t):
         ttnn = self.ttnn
@@ -357,13 +372,51 @@ class Qwen36Model:
                     ttnn.deallocate(t)
 
     # ------------------------------------------------------------------ prefill
-    def prefill(self, tokens, *, slot: int, page_table_row: torch.Tensor, start_pos: int = 0) -> torch.Tensor:
+    # ------------------------------------------------------------------ prefill-only state
+    #: the model's declaration to the generator, as upstream qwen36's model object makes it
+    #: (``models/demos/qwen36/tt/model.py`` @ bdfbb052: "RoPE is host-recomputed each step, so
+    #: refresh all decode trace inputs"): every decode restages its trace inputs from the host, and
+    #: the sampled token is not fed back into them (model/generator.py honours it)
+    _tt_vllm_always_refresh_decode_trace_inputs = True
+
+    def bind_prefill_state(self) -> PrefillState:
+        """The batch-1 prefill scratch and zero buffers, allocated on first use (upstream
+        ``_bind_gdn_prefill_scratch`` -> ``_ensure_gdn_prefill_scratch``): by the prefill trace's
+        warm-up when the plugin traces prefill, else by the first request."""
+        if self.prefill_state is None:
+            self.prefill_state = PrefillState(self)
+        return self.prefill_state
+
+    def capture_prefill_trace(self) -> int:
+        """Bind the prefill state and capture one full ``prefill_chunk`` forward on persistent
+        inputs against it (upstream ``capture_prefill_trace_chunked(..., capture_chunk_trace=True)``
+        from ``warmup_model_prefill(enable_trace=True)``); later prefills replay it for each full
+        chunk. Idempotent; returns the trace id. The captured body is the paged chunked-SDPA
+        branch whatever ``sdpa_streaming`` says: a trace needs fixed shapes, and upstream's chunk
+        trace is that branch (the concat path's K/V grows with every chunk)."""
+        state = self.bind_prefill_state()
+        if state.trace_id is not None:
+            return state.trace_id
+        ttnn, c = self.ttnn, self.config
+        state.inputs = inputs = ChunkInputs(self)
+        state.trace_id = ttnn.begin_trace_capture(self.mesh_device, cq_id=0)
+        state.logits = self._chunk_forward(inputs.tokens, inputs.positions, inputs.page_table, inputs.full_page_table,
+                                           c.prefill_chunk, start_tensor=inputs.start, want_logits=True)
+        ttnn.end_trace_capture(self.mesh_device, state.trace_id, cq_id=0)
+        return state.trace_id
+
+    # ------------------------------------------------------------------ prefill
+    def prefill(self, tokens, *, slot: int, page_table_row: torch.Tensor, start_pos: int = 0,
+                traced: bool = False) -> torch.Tensor:
         """Prefill ``tokens`` (absolute positions ``start_pos ..``) of the request in ``slot``.
 
         Chunks of ``config.prefill_chunk``; K/V pages through ``page_table_row`` (int32
-        ``[max_pages]``). ``start_pos == 0`` starts a fresh sequence (the slot's GDN state
-        is treated as zero); ``start_pos > 0`` continues it (must be a multiple of
-        ``prefill_chunk``). Returns the last token's logits, float32 ``[vocab]`` on host.
+        ``[max_pages]``). The GDN layers run on the batch-1 prefill scratch
+        (model/prefill_state.py): ``start_pos == 0`` resets it from the zero buffers (a fresh
+        sequence), ``start_pos > 0`` (a multiple of ``prefill_chunk``) resumes it from the
+        slot's state; at the end the scratch is published into the slot. ``traced``: a full
+        chunk replays the captured chunk trace (:meth:`capture_prefill_trace`), the rest runs
+        eagerly. Returns the last token's logits, float32 ``[vocab]`` on host.
         """
         ttnn, c = self.ttnn, self.config
         toks = self._check_tokens(tokens)
@@ -388,22 +441,38 @@ class Qwen36Model:
             raise ValueError(f"page_table_row entries for the first {pages} pages must be block ids in "
                              f"[0, {self.num_blocks}), got {used.tolist()}")
         pt_row = page_table_row.to(torch.int32)
-        pt_full = self._rep(pt_row.reshape(1, -1), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT)
+        state = self.bind_prefill_state()
+        state.begin(slot, fresh=start_pos == 0)
         # legacy: each attention layer's K/V of positions start_pos.. so far, carried chunk to chunk
         past = None if self.sdpa_streaming else {}
-        logits = None
+        logits = pt_full = None
         try:
             for cs in range(0, len(toks), c.prefill_chunk):
                 chunk = toks[cs:cs + c.prefill_chunk]
                 last = cs + c.prefill_chunk >= len(toks)
-                logits = self._prefill_chunk(chunk, slot, pt_row, pt_full, start_pos + cs,
-                                             fresh=(start_pos + cs == 0), want_logits=last, past=past)
+                if traced and state.trace_id is not None and len(chunk) == c.prefill_chunk:
+                    logits = self._replay_chunk(state, chunk, pt_row, start_pos + cs, want_logits=last)
+                    continue
+                if pt_full is None:  # made after the replays: a replay rewrites the trace's freed scratch
+                    pt_full = self._rep(pt_row.reshape(1, -1), ttnn.int32, ttnn.ROW_MAJOR_LAYOUT)
+                logits = self._prefill_chunk(chunk, pt_row, pt_full, start_pos + cs, want_logits=last, past=past)
         finally:
             for kv in (past or {}).values():
                 for t in kv:
                     ttnn.deallocate(t)
-            ttnn.deallocate(pt_full)
+            if pt_full is not None:
+                ttnn.deallocate(pt_full)
+        state.publish(slot)
         return logits
+
+    def _replay_chunk(self, state: PrefillState, chunk, pt_row, start, *, want_logits):
+        """One full chunk through the captured chunk trace: its inputs restaged, then replayed."""
+        ttnn, c = self.ttnn, self.config
+        state.inputs.stage(self, chunk, pt_row, start)
+        ttnn.execute_trace(self.mesh_device, state.trace_id, cq_id=0, blocking=False)
+        if not want_logits:
+            return None
+        return ttnn.to_torch(ttnn.get_device_tensors(state.logits)[0]).float().reshape(c.vocab_size)
 
     def _check_tokens(self, tokens) -> list[int]:
         if isinstance(tokens, torch.Tensor):
@@ -422,40 +491,54 @@ class Qwen36Model:
             raise ValueError(f"tokens: id {bad[0]} is outside the vocab [0, {self.config.vocab_size})")
         return toks
 
-    def _prefill_chunk(self, chunk, slot, pt_row, pt_full, start, *, fresh, want_logits, past):
+    def _prefill_chunk(self, chunk, pt_row, pt_full, start, *, want_logits, past):
+        """One chunk run eagerly: its inputs created for it, then :meth:`_chunk_forward`."""
         ttnn, c = self.ttnn, self.config
         t = len(chunk)
         s = _Scope(ttnn)
         ids = s(self._rep(torch.tensor([chunk], dtype=torch.int32), ttnn.uint32, ttnn.ROW_MAJOR_LAYOUT))
         pos = s(self._rep(torch.arange(start, start + t, dtype=torch.int32).reshape(1, t), ttnn.uint32,
                           ttnn.ROW_MAJOR_LAYOUT))
-        cos = s(ttnn.reshape(s(ttnn.embedding(pos, self.cos_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
-        sin = s(ttnn.reshape(s(ttnn.embedding(pos, self.sin_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
         pt_chunk = s(self._rep(self._chunk_pages(pt_row, start).reshape(1, -1).contiguous(), ttnn.int32,
                                ttnn.ROW_MAJOR_LAYOUT))
+        lg = self._chunk_forward(ids, pos, pt_chunk, pt_full, t, start=start, pt_row=pt_row, past=past,
+                                 want_logits=want_logits)
+        out = None
+        if lg is not None:
+            out = ttnn.to_torch(ttnn.get_device_tensors(lg)[0]).float().reshape(c.vocab_size)
+            ttnn.deallocate(lg)
+        if self.free_intermediates:
+            s.free()
+        return out
+
+    def _chunk_forward(self, ids, pos, pt_chunk, pt_full, t, *, start=None, start_tensor=None, pt_row=None,
+                       past=None, want_logits):
+        """``t`` tokens (``ids``/``pos`` uint32 ``[1, t]``) through every layer, the GDN layers on
+        the prefill scratch (in place). The chunk's start is ``start`` (eager) or the device
+        tensor ``start_tensor`` (the traced chunk; streaming SDPA only). Returns the last row's
+        logits ``[1, 1, 1, vocab]`` on the device (``want_logits``), else None."""
+        ttnn, c = self.ttnn, self.config
+        state = self.prefill_state
+        s = _Scope(ttnn)
+        cos = s(ttnn.reshape(s(ttnn.embedding(pos, self.cos_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
+        sin = s(ttnn.reshape(s(ttnn.embedding(pos, self.sin_table, layout=ttnn.TILE_LAYOUT)), [1, 1, t, c.head_dim]))
         mask = None if past is None else self._causal_offset_mask(s, start, t)
-        e_conv = s(self._rep(self._onehot_host(slot, (1, 1, self.max_slots, 1)), ttnn.float32))
-        e_state = s(self._rep(self._onehot_host(slot, (self.max_slots, 1, 1, 1)), ttnn.float32))
-        keep_conv = s(ttnn.neg(s(ttnn.subtract(e_conv, 1.0))))
-        keep_state = s(ttnn.neg(s(ttnn.subtract(e_state, 1.0))))
         x = s(ttnn.embedding(ids, self.embed, layout=ttnn.TILE_LAYOUT))
         x = s(ttnn.reshape(x, [1, 1, t, c.hidden_size]))
         for i, L in enumerate(self.layers):
             if L["attn"]:
                 mixer = lambda h, i=i: self._attn_prefill(s, i, h, t, cos, sin, pt_chunk, pt_full, start,  # noqa: E731
-                                                          pt_row, past, mask)
+                                                          start_tensor, pt_row, past, mask)
             else:
-                mixer = lambda h, i=i: self._gdn_prefill(s, i, h, t, slot, fresh, e_conv, keep_conv,  # noqa: E731
-                                                         e_state, keep_state)
+                mixer = lambda h, i=i: self._gdn_prefill(s, i, h, t, state.conv[i], state.rec[i])  # noqa: E731
             x = self._block(s, i, x, mixer)
-        out = None
+        lg = None
         if want_logits:
             xl = s(ttnn.slice(x, [0, 0, t - 1, 0], [1, 1, t, c.hidden_size]))
-            lg = s(ttnn.linear(self._norm(s, xl, self.final_norm), self.lm_head))
-            out = ttnn.to_torch(ttnn.get_device_tensors(lg)[0]).float().reshape(c.vocab_size)
+            lg = ttnn.linear(self._norm(s, xl, self.final_norm), self.lm_head)
         if self.free_intermediates:
             s.free(keep=[t for kv in (past or {}).values() for t in kv])  # the carried K/V outlives the chunk
-        return out
+        return lg
 
     def _split_heads(self, s, proj, t, nh, width, lo, d):
         """Columns [lo, lo + d) of each ``width``-wide head of ``proj`` [1, 1, t, nh*width]
@@ -472,7 +555,7 @@ class Qwen36Model:
         x = s(ttnn.reshape(s(ttnn.to_layout(x, ttnn.ROW_MAJOR_LAYOUT)), [1, t, nh, d]))
         return s(ttnn.to_layout(s(ttnn.permute(x, [0, 2, 1, 3])), ttnn.TILE_LAYOUT))
 
-    def _attn_prefill(self, s, i, h, t, cos, sin, pt_chunk, pt_full, start, pt_row, past, mask):
+    def _attn_prefill(self, s, i, h, t, cos, sin, pt_chunk, pt_full, start, start_tensor, pt_row, past, mask):
         ttnn, c, L = self.ttnn, self.config, self.layers[i]
         d = c.head_dim
         qg = s(ttnn.linear(h, L["wq"]))
@@ -485,7 +568,11 @@ class Qwen36Model:
         v = self._to_head_major(s, v, t, self.nkv_c, d)
         ttnn.experimental.paged_fill_cache(self.k_cache[i], k, pt_chunk, batch_idx=0)
         ttnn.experimental.paged_fill_cache(self.v_cache[i], v, pt_chunk, batch_idx=0)
-        if past is None:  # streaming: earlier chunks are read from their pages by the kernel
+        if start_tensor is not None:  # the traced chunk: its start read on the device
+            o = s(ttnn.transformer.chunked_scaled_dot_product_attention(
+                q, self.k_cache[i], self.v_cache[i], pt_full, chunk_start_idx_tensor=start_tensor, scale=d ** -0.5,
+                program_config=self.sdpa_cfg))
+        elif past is None:  # streaming: earlier chunks are read from their pages by the kernel
             o = s(ttnn.transformer.chunked_scaled_dot_product_attention(
                 q, self.k_cache[i], self.v_cache[i], pt_full, start, scale=d ** -0.5, program_config=self.sdpa_cfg))
         else:
@@ -552,39 +639,33 @@ class Qwen36Model:
             parts.append(s(ttnn.reshape(blk, [1, self.nkv_c, cnt * bs, d])))
         return parts[0] if len(parts) == 1 else s(ttnn.concat(parts, dim=2))
 
-    def _gdn_prefill(self, s, i, h, t, slot, fresh, e_conv, keep_conv, e_state, keep_state):
+    def _gdn_prefill(self, s, i, h, t, conv_state, rec_state):
+        """One GDN layer over ``t`` tokens of one sequence, reading and updating (in place, so a
+        trace's baked addresses hold) the batch-1 scratch ``conv_state`` [1, 1, 1, (K-1) C_c] and
+        ``rec_state`` [1, Hv_c, Dk, Dv]."""
         ttnn, c, L = self.ttnn, self.config, self.layers[i]
         km1 = c.conv_kernel_size - 1
         cc = self.conv_c
         qkvz = s(ttnn.linear(h, L["wqkvz"]))
         qkv = s(ttnn.slice(qkvz, [0, 0, 0, 0], [1, 1, t, cc]))
         z = s(ttnn.slice(qkvz, [0, 0, 0, cc], [1, 1, t, cc + self.nv_c]))
-        pool = self.conv_pool[i]
-        if fresh:
-            prev = s(ttnn.multiply(s(ttnn.slice(pool, [0, 0, slot, 0], [1, 1, slot + 1, km1 * cc])), 0.0))
-        else:
-            prev = s(ttnn.slice(pool, [0, 0, slot, 0], [1, 1, slot + 1, km1 * cc]))
-        prev = s(ttnn.reshape(prev, [1, 1, km1, cc]))
+        prev = s(ttnn.reshape(conv_state, [1, 1, km1, cc]))
         xpad = s(ttnn.concat([prev, qkv], dim=2))  # [1, 1, K-1+t, C_c]
         conv = None
         for j, tap in enumerate(L["conv_taps"]):
             term = s(ttnn.multiply(s(ttnn.slice(xpad, [0, 0, j, 0], [1, 1, j + t, cc])), tap))
             conv = term if conv is None else s(ttnn.add(conv, term))
         conv = s(ttnn.silu(conv))
-        new_conv = s(ttnn.reshape(s(ttnn.slice(xpad, [0, 0, t, 0], [1, 1, t + km1, cc])), [1, 1, 1, km1 * cc]))
-        upd = s(ttnn.add(s(ttnn.multiply(pool, keep_conv)), s(ttnn.multiply(e_conv, new_conv))))
-        ttnn.copy(upd, pool)
+        ttnn.copy(s(ttnn.reshape(s(ttnn.slice(xpad, [0, 0, t, 0], [1, 1, t + km1, cc])), [1, 1, 1, km1 * cc])),
+                  conv_state)
         q, k, v = self._gdn_heads(s, conv, 1, t)
         g, beta = self._gdn_gates(s, L, h, 1, t)
-        spool = self.state_pool[i]
-        init = None if fresh else s(ttnn.slice(spool, [slot, 0, 0, 0], [slot + 1, *spool.shape[1:]]))
-        o, final = ttnn.transformer.chunk_gated_delta_rule(
-            q, k, v, g, beta, initial_state=init, output_final_state=True, use_qk_l2norm=True)
+        o, final = ttnn.transformer.chunk_gated_delta_rule(q, k, v, g, beta, initial_state=rec_state,
+                                                           output_final_state=True)
         s(o), s(final)
         if final.layout != ttnn.TILE_LAYOUT:
             final = s(ttnn.to_layout(final, ttnn.TILE_LAYOUT))
-        upd = s(ttnn.add(s(ttnn.multiply(spool, keep_state)), s(ttnn.multiply(e_state, final))))
-        ttnn.copy(upd, spool)
+        ttnn.copy(final, rec_state)
         return self._gdn_out(s, L, o, z, 1, t)
 
     # ------------------------------------------------------------------ decode
@@ -704,7 +785,7 @@ class Qwen36Model:
         q, k, v = self._gdn_heads(s, conv, b, 1)
         g, beta = self._gdn_gates(s, L, h, b, 1)
         o = s(ttnn.transformer.fused_recurrent_gated_delta_rule(
-            q, k, v, g, beta, initial_state=self.state_pool[i], initial_state_block_idx=slots, use_qk_l2norm=True))
+            q, k, v, g, beta, initial_state=self.state_pool[i], initial_state_block_idx=slots))
         return self._gdn_out(s, L, o, z, b, 1)
 
     # ------------------------------------------------------------------ sampling

@@ -51,16 +51,19 @@ def unguarded(call: str, step: int):
 
 
 def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int, sample_on_device: str | None,
-                    guard: Callable = unguarded):
-    """The plugin's start-up of a model class, in its order: the KV cache through the model
-    (``allocate_kv_cache_per_layer`` when the model has it, else ``allocate_kv_cache``), then
-    the two-phase warm-up (compile with ``enable_trace=False``, then capture with tracing on,
-    prefill capture only when prefill is traced: never here). ``num_blocks`` of the decode
+                    trace_prefill: bool = True, decode_first: bool = False, guard: Callable = unguarded):
+    """The plugin's start-up of a model class, in its order (``model_runner.py`` @ e3fc8494
+    ``warmup_model``): the KV cache through the model (``allocate_kv_cache_per_layer`` when the
+    model has it, else ``allocate_kv_cache``), then the two-phase warm-up: compile (both with
+    ``enable_trace=False``), reset ``already_warmed_up_prefill``, then capture: prefill first
+    when prefill is traced (``trace_mode`` "all", the plugin's default; ``trace_prefill``), then
+    decode. ``decode_first`` is vllm-tt-plugin PR #122's phase-2 order (decode captured before
+    prefill), shipped and then reverted by PR #126: a what-if here. ``guard``: the deadline on
+    each call (the harness's). ``num_blocks`` of the decode
     warm-up is the page-table width every later call uses (``max_pages``; the plugin's
-    ``max_num_blocks_per_req`` is ``min(cdiv(max_model_len, block_size), kv blocks)``: our
-    tables stay ``max_context / block_size`` wide even when a seed's KV budget is smaller, so
-    that a garbage position reads past the same row bytes whatever the budget). Returns the
-    KV cache."""
+    ``max_num_blocks_per_req`` is ``min(cdiv(max_model_len, block_size), kv blocks)``: our tables
+    stay ``max_context / block_size`` wide even when a seed's KV budget is smaller, so that a
+    garbage position reads past the same row bytes whatever the budget). Returns the KV cache."""
     if sample_on_device not in SAMPLE_ON_DEVICE:
         raise ValueError(f"sample_on_device must be one of {SAMPLE_ON_DEVICE}, got {sample_on_device!r}")
     if callable(getattr(gen, "allocate_kv_cache_per_layer", None)):
@@ -78,8 +81,13 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int
         gen.warmup_model_decode(enable_trace=False, **decode_kw)
     if hasattr(gen, "already_warmed_up_prefill"):
         gen.already_warmed_up_prefill = False
-    with guard("warmup_model_decode", 0):
-        gen.warmup_model_decode(enable_trace=True, **decode_kw)  # the plugin traces decode, not prefill
+    phase2 = [("warmup_model_decode", lambda: gen.warmup_model_decode(enable_trace=True, **decode_kw))]
+    if trace_prefill:
+        phase2.insert(len(phase2) if decode_first else 0,
+                      ("warmup_model_prefill", lambda: gen.warmup_model_prefill(enable_trace=True, **prefill_kw)))
+    for call, capture in phase2:
+        with guard(call, 0):
+            capture()
     return kv_cache
 
 
@@ -122,8 +130,16 @@ class TTRunner:
     def __init__(self, generator, ttnn, *, max_slots: int, max_pages: int, prefill_chunk: int, kv: KvCacheSpec,
                  scratch: Callable[[], None] | None = None, on_merge: Callable | None = None,
                  plugin_layout: bool = False, sample_on_device: str | None = "decode_only",
-                 guard: Callable = unguarded):
+                 trace_prefill: bool = True, decode_first: bool = False, guard: Callable = unguarded):
         self.gen = generator
+        # the plugin's trace_mode: prefill traced ("all") or not ("decode_only"), and the order of
+        # its capture phase (start_generator)
+        self.trace_prefill, self.decode_first = trace_prefill, decode_first
+        # a model class without async decode runs without vLLM's async scheduling on the plugin;
+        # the runner reads every step's output first so that the host is fresh there too (the
+        # served engine is scheduled async whatever the model declares)
+        caps = getattr(generator, "model_capabilities", None) or {}
+        self.host_fresh_every_step = caps.get("supports_async_decode", True) is False
         self.ttnn = ttnn
         # every call into the generator, and every wait on its events, runs in ``guard(call,
         # step)`` (the harness's deadline: harness/deadline.py); ``steps``: executed engine steps
@@ -173,7 +189,8 @@ class TTRunner:
     def start(self) -> None:
         """The plugin's start-up (KV cache, two-phase warm-up) before any request."""
         self.kv_cache = start_generator(self.gen, self.kv_spec, max_batch_size=self.max_slots, max_pages=self.max_pages,
-                                        sample_on_device=self.sample_on_device, guard=self.guard)
+                                        sample_on_device=self.sample_on_device, trace_prefill=self.trace_prefill,
+                                        decode_first=self.decode_first, guard=self.guard)
 
     def _tag_merge(self, event) -> None:
         for row in event.rows:
@@ -301,7 +318,7 @@ class TTRunner:
         kw = {"sampling_params": SamplingParams.greedy(1)} if sampled else {}
         with self.guard("prefill_forward", self.steps):
             out = self.gen.prefill_forward(tokens=tokens, page_table=table, kv_cache=self.kv_cache,
-                                           enable_trace=False, prompt_lens=int64_tensor((upto,)),
+                                           enable_trace=self.trace_prefill, prompt_lens=int64_tensor((upto,)),
                                            start_pos=int64_tensor((st.upto,)), empty_slots=[st.slot], **kw)
         st.upto = upto
         self._prefilled_since_decode = True
@@ -330,7 +347,7 @@ class TTRunner:
         for st in rows:  # the token this decode yields is output (position + 1 - prompt length)
             self.decode_log.setdefault(st.req_id, {})[st.computed + 1 - self._prompt_lens[st.req_id]] = (
                 st.fresh, reload)
-        if reload or self.sample_on_device is None:
+        if reload or self.sample_on_device is None or self.host_fresh_every_step:
             # the generator reloads (and merges) at a reset and at the first decode after a
             # prefill (F1's mode switch): the host must know every continuing row's last token.
             # Without on-device sampling no device buffer carries the token: the host feeds

@@ -56,6 +56,42 @@ def step_policy(name: str) -> StepPolicy:
 SAMPLE_ON_DEVICE = ("all", "decode_only", None)
 
 
+@dataclass(frozen=True)
+class TraceMode:
+    """The Tenstorrent plugin's ``trace_mode`` and the order its warm-up captures in
+    (vllm-tt-plugin ``model_runner.py`` @ e3fc8494 ``warmup_model``; model/serving.py
+    start_generator). ``trace_prefill``: prefill is traced (captured in the warm-up, replayed by
+    requests); ``decode_first``: phase 2 captures decode before prefill (vllm-tt-plugin PR #122,
+    reverted by PR #126): a what-if."""
+    name: str
+    trace_prefill: bool
+    decode_first: bool = False
+
+    @property
+    def what_if(self) -> bool:
+        return self.decode_first
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: the plugin's default: prefill and decode traced, prefill captured first
+TRACE_ALL = TraceMode("all", trace_prefill=True)
+#: decode traced, prefill eager: a model's prefill state is first allocated by the first request
+TRACE_DECODE_ONLY = TraceMode("decode_only", trace_prefill=False)
+#: what-if, not production: PR #122's order, decode captured before prefill (shipped, then reverted)
+TRACE_DECODE_FIRST = TraceMode("decode-first", trace_prefill=True, decode_first=True)
+TRACE_MODES = {m.name: m for m in (TRACE_ALL, TRACE_DECODE_ONLY, TRACE_DECODE_FIRST)}
+DEFAULT_TRACE_MODE = TRACE_ALL
+
+
+def trace_mode(name: str) -> TraceMode:
+    """The trace mode called ``name``; ValueError naming the choices."""
+    if name not in TRACE_MODES:
+        raise ValueError(f"unknown trace mode {name!r}; choose from {', '.join(TRACE_MODES)}")
+    return TRACE_MODES[name]
+
+
 # -- the user's generator, as named on the command line ---------------------------------------
 
 class GeneratorSpecError(ValueError):
@@ -115,6 +151,7 @@ class RunSpec:
     scenario (harness.upstream_bugs) whose side they configure; read, never changed.
     ``call_deadline``: seconds each call into the generator (and each wait on its events) may
     take (harness/deadline.py); it changes no result, so no replay line carries it.
+    ``trace_mode``: the plugin's trace mode and warm-up order (:class:`TraceMode`).
 
     A spec without a backend pickles: a sweep's job is a spec (its seed one of the sweep's).
     """
@@ -129,6 +166,7 @@ class RunSpec:
     generator_options: dict = field(default_factory=dict)
     scenario: str | None = None
     call_deadline: float = 300.0
+    trace_mode: TraceMode = DEFAULT_TRACE_MODE
 
     def __post_init__(self):
         if self.model not in MODELS:
@@ -142,6 +180,9 @@ class RunSpec:
             raise ValueError(f"mesh_cols must be 1 or 2, got {self.mesh_cols!r}")
         if not self.call_deadline > 0:
             raise ValueError(f"--call-deadline must be > 0 seconds, got {self.call_deadline!r}")
+        if not isinstance(self.trace_mode, TraceMode):
+            raise TypeError(f"trace_mode must be a TraceMode (harness.base.spec.trace_mode(name)), "
+                            f"got {self.trace_mode!r}")
 
     def with_seed(self, seed: int) -> "RunSpec":
         return replace(self, seed=seed)
@@ -155,6 +196,8 @@ class RunSpec:
         extra = "" if self.model == DEFAULT_MODEL else f" --model {self.model}"
         if self.step_policy != DEFAULT_STEP_POLICY:
             extra += f" --step-policy {self.step_policy}"
+        if self.trace_mode != DEFAULT_TRACE_MODE:
+            extra += f" --trace-mode {self.trace_mode}"
         if self.generator is not None:
             extra += self.generator.replay_args()
         return f"bin/ttsim replay --arm {arm} --seed {self.seed}{extra}"

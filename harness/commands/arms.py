@@ -107,7 +107,7 @@ def _sweep(args, spec, names: list[str], hardware, progress: _Progress, staged: 
     wall = time.perf_counter() - t0
     report = {"model": spec.model, "seed_start": args.seed_start, "seeds": args.seeds,
               **({"generator": spec.generator.text} if spec.generator is not None else {}),
-              "step_policy": spec.step_policy.name,
+              "step_policy": spec.step_policy.name, "trace_mode": spec.trace_mode.name,
               "backend": "hil" if spec.backend is not None else "ttsim",
               "workload": "stage3: 32 requests at concurrency 16, swarm knobs per seed",
               "arms": {a: summaries[a].as_json(a, spec) for a in names}}

@@ -103,6 +103,7 @@ def _arms(sub) -> None:
     _generator_options(a)
     _step_policy_option(a)
     _call_deadline_option(a)
+    _trace_mode_option(a)
     a.set_defaults(run=_lazy("harness.commands.arms", "run"), check=preflight.arms)
     asub = a.add_subparsers(dest="arms_command", metavar="{merge,compare}")
     m = asub.add_parser("merge", help="merge the --json reports of `ttsim arms --shard I/N` into the unsharded report",
@@ -131,6 +132,7 @@ def _replay(sub) -> None:
     _generator_options(r)
     _step_policy_option(r)
     _call_deadline_option(r)
+    _trace_mode_option(r)
     r.set_defaults(run=_lazy("harness.commands.replay", "run"), check=preflight.replay)
 
 
@@ -218,6 +220,15 @@ def _call_deadline_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-deadline", metavar="S", type=float, default=RunSpec.call_deadline,
                    help="seconds a call into the generator (or a wait on its events) may take before the run "
                         "ends in one line naming it (default: %(default)g)")
+
+
+def _trace_mode_option(p: argparse.ArgumentParser) -> None:
+    from harness.base.spec import DEFAULT_TRACE_MODE, TRACE_MODES
+
+    p.add_argument("--trace-mode", choices=TRACE_MODES, default=DEFAULT_TRACE_MODE.name,
+                   help="the plugin's trace_mode: all = prefill and decode traced, prefill captured first; "
+                        "decode_only = decode traced; decode-first = what-if, vllm-tt-plugin PR #122's order "
+                        "(decode captured before prefill; reverted by PR #126) (default: %(default)s)")
 
 
 def _generator_options(p: argparse.ArgumentParser) -> None:

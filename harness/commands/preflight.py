@@ -124,7 +124,8 @@ def _run_spec(args, **given):
     """The command's run specification (harness.base.spec.RunSpec) from its options, built once:
     the model, the step policy, the user's generator (--generator/--tt-metal spelled right;
     loading it, which imports the user's code, comes with the backend), and ``given``."""
-    from harness.base.spec import GeneratorSpecError, RunSpec, parse_generator, step_policy
+    from harness.base.spec import DEFAULT_TRACE_MODE, GeneratorSpecError, RunSpec, parse_generator, step_policy, \
+        trace_mode
 
     try:
         generator = parse_generator(args.generator, args.tt_metal)
@@ -133,7 +134,8 @@ def _run_spec(args, **given):
     deadline = getattr(args, "call_deadline", RunSpec.call_deadline)
     if not deadline > 0:  # also NaN
         raise UsageError(f"--call-deadline must be > 0 seconds, got {deadline:g}")
-    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator,
+    mode = trace_mode(getattr(args, "trace_mode", DEFAULT_TRACE_MODE.name))
+    return RunSpec(model=args.model, step_policy=step_policy(args.step_policy), generator=generator, trace_mode=mode,
                    call_deadline=deadline, **given)
 
 

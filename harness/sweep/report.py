@@ -87,6 +87,8 @@ def plot(report: dict, path: str) -> None:
     ax.set_xlim(floor / 1.5, 3)
     ax.set_xlabel("failed requests / requests (95% Wilson interval)")
     steps = f", {report['step_policy']} steps" if "step_policy" in report else ""
+    if report.get("trace_mode", "all") != "all":
+        steps += f", trace mode {report['trace_mode']}"
     ax.set_title(f"{report['seeds']} seeds, model {report['model']}{steps}")
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})

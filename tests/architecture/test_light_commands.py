@@ -61,9 +61,9 @@ def test_scenario_list_and_its_refusals_import_neither_torch_nor_vllm(tmp_path):
     rc, heavy, out = _run_in_fresh_process(["scenario", "--list"], tmp_path)
     assert (rc, heavy) == (0, []), out
     assert "upstream-54565: tenstorrent/tt-metal#54565" in out
-    _, heavy, out = _run_in_fresh_process(["scenario", "upstream-56474"], tmp_path)  # (main returns 2)
+    _, heavy, out = _run_in_fresh_process(["scenario", "upstream-56215"], tmp_path)  # (main returns 2)
     assert heavy == [], out
-    assert "ttsim: error: upstream-56474 (https://github.com/tenstorrent/tt-metal/issues/56474) is not reproduced" in out
+    assert "ttsim: error: upstream-56215 (https://github.com/tenstorrent/tt-metal/issues/56215) is not reproduced" in out
 
 
 @pytest.mark.parametrize("argv", [["replay", "--seed", "1", "--arm", "control"], ["arms", "--seeds", "1"]])

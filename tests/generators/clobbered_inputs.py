@@ -2,9 +2,9 @@
 scratch overlapping a decode input would leave them. What the sweep, the replay and the
 classifier make of the result is what the tests check, not how the garbage got there.
 
-- GarbagePositionGenerator, the device route: before its third decode, row 0 of the width's
-  position input holds two bf16 activations seen as one int32 (production's 1206993233);
-  between reloads nothing restages it. A card's paged SDPA decode walks the span it names and
+- GarbagePositionGenerator, the device route: at its third decode, once the inputs are staged,
+  row 0 of the width's position input holds two bf16 activations seen as one int32
+  (production's 1206993233). A card's paged SDPA decode walks the span it names and
   hangs (tests/serving/test_device_timeout.py).
 - GarbageTokenGenerator, the token route (vllm-tt-plugin PR #122's state: the token buffer
   clobbered while the position buffer still matches the host): at the first prefill after a
@@ -24,13 +24,16 @@ class GarbagePositionGenerator(Generator):
         super().__init__(*args, **kw)
         self._decodes = 0
 
-    def _store(self, bucket, *args):
-        trace, created = super()._store(bucket, *args)
+    def decode_forward(self, *args, **kw):
         self._decodes += 1
+        return super().decode_forward(*args, **kw)
+
+    def _write_tables(self, trace, *args, **kw):
+        # after this decode's inputs were staged (a refreshing model restages them every step)
+        super()._write_tables(trace, *args, **kw)
         if self._decodes == 3:
             positions = self._host_ints(trace.positions)
             self._upload(torch.tensor([JUNK] + positions[1:], dtype=torch.int32), trace.positions, self.ttnn.int32)
-        return trace, created
 
 
 class GarbageTokenGenerator(Generator):

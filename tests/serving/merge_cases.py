@@ -11,7 +11,7 @@ import torch
 
 import ttsim
 from model.flags import ARMS, GeneratorFlags
-from model.generator import Generator, MergeEvent
+from model.generator import BUCKETS, Generator, MergeEvent
 from model.markov import MARKOV, MarkovModel
 from model.protocol import GREEDY
 
@@ -46,7 +46,8 @@ def merge_once(flags: GeneratorFlags | str, dev: Rows | None, host: Rows, *, pre
         row = torch.zeros(max_pages, dtype=torch.int32)
         for slot in prefilled:
             gen.prefill_forward([[1, 2, 3]], [row], empty_slots=[slot], sampling_params=GREEDY)
-        gen.warm_up()
+        for b in BUCKETS:  # every width's store, created from an idle batch (no capture: untraced)
+            gen._store(b, [0] * b, [-1] * b, ((0,) * max_pages,) * b, (-1,) * b)
         for rows in (dev, last_run):
             if rows is not None:
                 trace = gen._traces[len(rows)]

@@ -27,9 +27,9 @@ PINNED = [
     # the residual of `all`, part 1: F1 forces row == slot after the remap gather, and the
     # plugin's condense moved the prefilled request to another row
     ("slot-reuse", 1, "req-02", "all", "all+remap-marks"),
-    ("stale-position-buffer", 32, "req-20", "slots", "slots+guard"),
+    ("stale-position-buffer", 267, "req-22", "slots", "slots+guard"),
     # the residual of `all`, part 2: the target width's store holds an older batch with the same pattern
-    ("stale-position-buffer", 44, "req-10", "all", "all+last-run"),
+    ("stale-position-buffer", 84, "req-10", "all", "all+last-run"),
 ]
 
 
@@ -107,17 +107,17 @@ def test_guard_on_live_buffers_rejects_exactly_the_pattern_changes():
 
 
 def test_production_fixes_leave_a_residual_the_candidate_fix_closes():
-    """Seed 44: at a width change the merge reads the TARGET width's store (as qwen36 binds
+    """Seed 84: at a width change the merge reads the TARGET width's store (as qwen36 binds
     it), which holds that width's last batch -- another batch with the same rows active.
     The merge read is blocking (upstream's), so every byte is the device's; production's
     guard compares patterns, cannot see it, and a row whose stale position is one ahead of
     the host's keeps the device's token. Reading the width that ran last (all+last-run)
     closes it."""
-    residual = _run(44, "all")
+    residual = _run(84, "all")
     assert {v.defect for v in residual.failed} == {"stale-position-buffer"}, (
-        f"replay: {replay_command('all', 44)}"
+        f"replay: {replay_command('all', 84)}"
     )
-    assert _run(44, "all+last-run").failed == []
+    assert _run(84, "all+last-run").failed == []
 
 
 def test_garbage_reaches_position_buffers_through_trace_buffer_reuse():

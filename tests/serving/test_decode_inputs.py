@@ -61,7 +61,7 @@ def test_a_kept_uint32_token_of_2_31_or_more_is_staged_as_its_bit_pattern(system
     """A merge may keep a device token read as uint32 (e.g. garbage >= 2**31); staging writes
     its int32 bit pattern back, so the device buffer holds the same 32 bits."""
     gen = system.generator(flags=ARMS["all"])
-    gen.warm_up()
+    gen.warmup_model_decode(enable_trace=True, max_batch_size=8)
     trace = gen._traces[2]
     gen._write_tokens(trace, [2**32 - 5, 2**31], [3, -1])
     staged = [t & 0xFFFFFFFF for t in ttsim.to_torch(trace.tokens).reshape(-1).tolist()]

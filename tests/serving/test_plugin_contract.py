@@ -44,12 +44,14 @@ def test_start_up_happens_before_any_request_in_the_plugins_order():
     assert not result.failed
     names = [c[0] for c in calls]
     first_forward = min(names.index("prefill_forward"), names.index("decode_forward"))
+    # trace_mode "all", the plugin's default: compile both, then capture prefill first, then decode
     assert names[:first_forward] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
-                                     "warmup_model_decode"]
-    (_, shape, layers, kv), (_, p_trace, p_kv, p_dev), (_, d0, d0_kv, d0_dev, d0_b, d0_n), (_, d1, *_rest) = calls[:4]
+                                     "warmup_model_prefill", "warmup_model_decode"]
+    (_, shape, layers, kv), (_, p_trace, p_kv, p_dev), (_, d0, d0_kv, d0_dev, d0_b, d0_n) = calls[:3]
+    (_, p1, *_r1), (_, d1, *_r2) = calls[3:5]
     blocks = FaultKnobs.swarm(3).kv_blocks
     assert shape == (blocks, 1, 32, 32) and layers == 1
-    assert (p_trace, d0, d1) == (False, False, True)  # compile, then capture; prefill is not traced
+    assert (p_trace, d0, p1, d1) == (False, False, True, True)
     assert p_kv == d0_kv == kv and (p_dev, d0_dev, d0_b) == (False, True, MAX_SLOTS)
     # the page-table width of every later call (the seed's KV budget is smaller: 19 of 32 blocks here)
     assert d0_n == MARKOV.max_context // 32 and blocks < d0_n
@@ -65,8 +67,9 @@ def test_every_call_carries_the_models_kv_cache_and_the_plugins_sampling_argumen
     decodes = [c for c in calls if c[0] == "decode_forward"]
     assert prefills and decodes
     assert all(c[1] == kv for c in prefills + decodes)
-    # decode_only: prefill is sampled on the host (no sampling_params), never traced
-    assert all(c[2:] == (False, False) for c in prefills)
+    # sample_on_device decode_only: prefill is sampled on the host (no sampling_params); trace_mode
+    # all: the plugin asks for a traced prefill
+    assert all(c[2:] == (False, True) for c in prefills)
     # decode: greedy sampling_params per row, reset_batch, padded to capacity, read later
     assert all(c[2:6] == (MAX_SLOTS, True, (MAX_SLOTS, 1), False) for c in decodes)
 
@@ -143,8 +146,8 @@ def test_the_tt_transformers_shaped_generator_captures_every_width_in_the_plugin
     try:
         gen, runner = build_runner(system, ARMS["all"], FaultKnobs())
         assert [c[0] for c in gen.lifecycle] == ["allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode",
-                                                 "warmup_model_decode"]
-        assert [c[1] for c in gen.lifecycle[1:]] == [False, False, True]
+                                                 "warmup_model_prefill", "warmup_model_decode"]
+        assert [c[1] for c in gen.lifecycle[1:]] == [False, False, True, True]
         assert sorted(gen._traces) == [1, 2, 4, 8] and all(t.trace_id is not None for t in gen._traces.values())
     finally:
         system.close()
@@ -178,3 +181,37 @@ def test_our_generator_refuses_sampling_it_cannot_do():
                                sampling_params=SimpleNamespace(temperature=[0.7], top_k=[40]))
     finally:
         system.close()
+
+
+@pytest.mark.parametrize("mode, captures", [
+    ("all", [("warmup_model_prefill", True), ("warmup_model_decode", True)]),  # PR #126's order
+    ("decode_only", [("warmup_model_decode", True)]),
+    ("decode-first", [("warmup_model_decode", True), ("warmup_model_prefill", True)]),  # PR #122's
+])
+def test_the_capture_phase_follows_the_plugins_trace_mode_and_order(mode, captures):
+    """vllm-tt-plugin model_runner.py @ e3fc8494 warmup_model: compile both, reset the prefill
+    flag, then capture prefill (trace_mode "all" only) and decode; PR #122 put decode first."""
+    from harness.base.spec import trace_mode
+
+    calls = []
+
+    class Plugged:
+        already_warmed_up_prefill = True
+
+        def allocate_kv_cache(self, shape, dtype, num_layers):
+            return []
+
+        def warmup_model_prefill(self, enable_trace, **kw):
+            calls.append(("warmup_model_prefill", enable_trace, self.already_warmed_up_prefill))
+
+        def warmup_model_decode(self, enable_trace, **kw):
+            calls.append(("warmup_model_decode", enable_trace, None))
+
+    m = trace_mode(mode)
+    start_generator(Plugged(), KvCacheSpec((4, 1, 32, 32), torch.float32, 1), max_batch_size=8, max_pages=4,
+                    sample_on_device="decode_only", trace_prefill=m.trace_prefill, decode_first=m.decode_first)
+    assert [c[:2] for c in calls] == [("warmup_model_prefill", False), ("warmup_model_decode", False)] + captures
+    assert all(c[2] is False for c in calls[2:] if c[0] == "warmup_model_prefill")  # reset between the phases
+    spec = RunSpec(seed=5, trace_mode=m)
+    assert spec.replay_command("all").endswith("" if mode == "all" else f" --trace-mode {mode}")
+    assert m.what_if is (mode == "decode-first")

@@ -58,7 +58,7 @@ def _run(arm: str, on_merge=None) -> tuple[dict[int, list[int]], int]:
         base = ttsim.from_torch(residue, dtype=ttsim.int32, device=dev)
         hole = base.buffer_address()
         ttsim.deallocate(base)
-        gen.warm_up()
+        gen.warmup_model_decode(enable_trace=True, max_batch_size=8)
         assert gen._traces[4].positions.buffer_address() == hole + 832, "allocation layout changed"
         assert gen._traces[4].tokens.buffer_address() == hole + 768, "allocation layout changed"
 

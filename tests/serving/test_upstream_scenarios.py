@@ -42,9 +42,9 @@ def test_a_scenario_that_does_not_fail_as_reported_or_fails_with_the_fix_is_not_
     verdicts = {
         "no request fails without the fix": upstream_bugs.Reproduction(bug, seed, fixed, fixed),
         "3 requests fail with the fix": upstream_bugs.Reproduction(bug, seed, broken, broken),
-        "failures not of the issue's kind (slot-reuse at output 2)":
+        "no failure as the issue reports (slot-reuse at output 2)":
             upstream_bugs.Reproduction(dataclasses.replace(bug, first_wrong=2), seed, broken, fixed),
-        "failures not of the issue's kind (garbage-token at output 1)":
+        "no failure as the issue reports (garbage-token at output 1)":
             upstream_bugs.Reproduction(dataclasses.replace(bug, defect="garbage-token"), seed, broken, fixed),
     }
     for why, r in verdicts.items():

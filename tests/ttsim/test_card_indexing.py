@@ -222,6 +222,57 @@ def test_op_position_past_the_row_lands_in_another_requests_block(device):
     assert e2.position == 73 and e2.owners == (1,)
 
 
+def _modulo_update(device, position, modulo):
+    """tt-metal #57364's call: a 64-block cache, one row of 8 page-table entries (256 positions), and
+    the buffer after the table holding block id 37 where page-table index 28 falls."""
+    table = _ints([[0, 1, 2, 3, 4, 5, 6, 7]], device)  # 32 bytes in a 64-byte allocation
+    after = [0] * 32
+    after[28 - 16] = 37  # index 28 is 112 bytes into the table: element 12 of the next buffer
+    neighbour = _ints([after], device)
+    assert neighbour.buffer_address() == table.buffer_address() + 64
+    cache = _cache(device, 64)
+    ttsim.experimental.paged_update_cache(cache, _tokens(device, 5.0), page_table=table, cache_position_modulo=modulo,
+                                          update_idxs_tensor=_ints([position], device))
+    return ttsim.to_torch(cache).float()
+
+
+def test_op_cache_position_modulo_is_bounded_by_the_cache_not_the_row_as_0_81_1(device):
+    """The card accepts a modulo past the row (1024 > 8 pages x 32) because 1024 / 32 <= 64 cache blocks;
+    position 900 wraps to itself, page 28: the reader takes entry 28 of an 8-entry row, i.e. the next
+    buffer's bytes, and writes block 37 (tt-metal #57364, silently on a card; recorded here)."""
+    c = _modulo_update(device, 900, 1024)
+    assert _written(c) == {(37, 900 % BS): 5.0}
+    (e,) = diagnostics.entries(device)
+    assert (e.op, e.row, e.position, e.page, e.table_index, e.block, e.owners, e.access) == (
+        "paged_update_cache", 0, 900, 28, 28, 37, (), "write")
+    assert e.line() == ("ttsim diagnostics: paged_update_cache chip 0 row 0 position 900: write page 28 "
+                        "(page-table index 28) block 37, owner no row of this call")
+
+
+def test_op_cache_position_modulo_wraps_before_the_unchecked_lookup(device):
+    """1024 + 900 wraps to 900 with the modulo (the same stray page 28); without it the same position
+    is page 60, past the neighbour; a modulo that fits the row (256) keeps it in the row."""
+    assert _written(_modulo_update(device, 1024 + 900, 1024)) == {(37, 900 % BS): 5.0}
+    (e,) = diagnostics.entries(device)
+    assert (e.position, e.page, e.table_index) == (900, 28, 28)  # the kernel's index, after the wrap
+    diagnostics.clear(device)
+    bounded = _modulo_update(device, 900, 256)  # 900 % 256 = 132: page 4 of the row, block 4
+    assert _written(bounded) == {(4, 132 % BS): 5.0} and diagnostics.entries(device) == ()
+    diagnostics.clear(device)
+    _modulo_update(device, 1024 + 900, None)
+    (e,) = diagnostics.entries(device)
+    assert (e.page, e.table_index) == (60, 60)
+
+
+def test_op_cache_position_modulo_refusals_speak_0_81_1s_words(device):
+    with pytest.raises(ttsim.TTFatal, match=r"^TT_FATAL: cache_position_modulo \(48\) must be a positive multiple of "
+                                            r"effective block_size \(32\)"):
+        _modulo_update(device, 900, 48)
+    with pytest.raises(ttsim.TTFatal, match=r"^TT_FATAL: cache_position_modulo/block_size \(65\) must be <= "
+                                            r"max_num_blocks \(64\)$"):
+        _modulo_update(device, 900, 65 * BS)
+
+
 def test_op_last_row_past_its_pages_reads_the_buffer_after_the_table(device):
     """A 4x4 int32 table fills its 64-byte allocation exactly, so the next buffer starts where the
     table ends: row 3 at page 4 reads that neighbour's first element as its block id."""

@@ -620,7 +620,29 @@ TRIGGERS = {
     "Last 2 dims of input shape must be multiples of 32": lambda: ttsim.from_torch(
         torch.zeros(2, 40, 20), dtype=ttsim.bfloat16, layout=ttsim.TILE_LAYOUT, tile=ttsim.Tile([16, 32])).to(
         ttsim.ROW_MAJOR_LAYOUT),
+    "chunk_gated_delta_rule: use_qk_l2norm not yet supported; pre-normalize q/k on host": lambda: _on_chip(
+        lambda d: ttsim.transformer.chunk_gated_delta_rule(*_gdn_heads(d), use_qk_l2norm=True)),
+    "fused_recurrent_gated_delta_rule: use_qk_l2norm not done here; L2-normalize q/k on host": lambda: _on_chip(
+        lambda d: ttsim.transformer.fused_recurrent_gated_delta_rule(*_gdn_heads(d, t=1), use_qk_l2norm=True)),
+    "cache_position_modulo ({}) must be a positive multiple of effective block_size ({}); otherwise a wrapped "
+    "position would split across blocks and the kernel can't address it.": lambda: _on_chip(
+        lambda d: _modulo_update(d, 48)),
+    "cache_position_modulo/block_size ({}) must be <= max_num_blocks ({})": lambda: _on_chip(
+        lambda d: _modulo_update(d, 5 * 32)),
 }
+
+
+def _gdn_heads(dev, t=32):
+    """q, k [1, t, 2, 32], v [1, t, 2, 32], g, beta [1, t, 2]: the head-split gated-delta-rule inputs."""
+    x, gb = _tiled(dev, (1, t, 2, 32), dtype=ttsim.float32), _tiled(dev, (1, t, 2), dtype=ttsim.float32)
+    return x, x, x, gb, gb
+
+
+def _modulo_update(dev, modulo):
+    table = ttsim.from_torch(torch.zeros(1, 2, dtype=torch.int32), device=dev)
+    pos = ttsim.from_torch(torch.zeros(1, dtype=torch.int32), device=dev)
+    ttsim.experimental.paged_update_cache(_tiled(dev, (4, 1, 32, 64)), _tiled(dev, (1, 1, 32, 64)), page_table=table,
+                                          update_idxs_tensor=pos, cache_position_modulo=modulo)
 
 
 def _slice_write(dev, start, end, step, sharded=False, width=64, dtype=ttsim.bfloat16):

@@ -456,7 +456,9 @@ def paged_update_cache(
     """Write one token per batch row (``input_tensor [1, b, nkv, d]``) at ``update_idxs_tensor``
     positions through ``page_table``; rows at exactly -1 are skipped, every other position is
     consumed as a card does (kernels/card_index.py, ttsim/stray.py; each stray access is recorded
-    in ``ttsim.diagnostics``). In place; returns the cache."""
+    in ``ttsim.diagnostics``). ``cache_position_modulo`` wraps each position first and is checked,
+    as in 0.81.1, against the cache's blocks only: a wrapped position past the page-table row is
+    read on, as the card reads it (tt-metal #57364). In place; returns the cache."""
     op = "paged_update_cache"
     require_device_tensor(op, "cache_tensor", cache_tensor)
     require_device_tensor(op, "input_tensor", input_tensor)
@@ -475,10 +477,17 @@ def paged_update_cache(
     with _rules(op):  # on a card the heads of a decode token are tile-padded
         R.update_input("input_tensor", input_tensor.shape, cache_tensor.shape, padded_heads=TILE_SIZE)
     modulo = cache_position_modulo
-    if modulo is not None and (isinstance(modulo, bool) or not isinstance(modulo, int) or modulo <= 0 or modulo % bs
-                               or modulo > page_table.shape[1] * bs):
-        raise TTFatal(f"{op}: cache_position_modulo={modulo!r} must be a positive multiple of block_size {bs} "
-                      f"and <= {page_table.shape[1] * bs} (the page table's positions)")
+    if modulo is not None:
+        # 0.81.1 bounds the modulo by the CACHE's blocks, never by the page table's row (tt-metal
+        # #57364): a wrapped position may still index past its row, and the kernel reads on
+        if isinstance(modulo, bool) or not isinstance(modulo, int):
+            raise TTFatal(f"{op}: cache_position_modulo must be an int, got {modulo!r}")
+        if modulo <= 0 or modulo % bs:
+            raise TTFatal(f"cache_position_modulo ({modulo}) must be a positive multiple of effective block_size "
+                          f"({bs}); otherwise a wrapped position would split across blocks and the kernel can't "
+                          f"address it.")
+        if modulo // bs > nb:
+            raise TTFatal(f"cache_position_modulo/block_size ({modulo // bs}) must be <= max_num_blocks ({nb})")
     inputs = [input_tensor, page_table]
     if update_idxs_tensor is not None:
         require_device_tensor(op, "update_idxs_tensor", update_idxs_tensor)

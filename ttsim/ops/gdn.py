@@ -102,6 +102,8 @@ def chunk_gated_delta_rule(
     ``output_head_major``) and, if asked, the final state ``[B, HV, K, V]`` (fp32)."""
     op = "chunk_gated_delta_rule"
     inputs, dims = _gdn_inputs(op, q, k, v, g, beta, allow_flat=True)
+    if use_qk_l2norm:  # 0.81.1's TT_FATAL(!use_qk_l2norm): the flat q/k path norms in-kernel, this flag does not
+        raise TTFatal("chunk_gated_delta_rule: use_qk_l2norm not yet supported; pre-normalize q/k on host")
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size <= 0:
         raise TTFatal(f"{op}: chunk_size must be a positive int, got {chunk_size!r}")
     if dims.flat_v and dims.t % chunk_size:
@@ -112,7 +114,7 @@ def chunk_gated_delta_rule(
         if dims.t % chunk_size:
             raise TTFatal(f"OPT-A flat q/k requires T ({dims.t}) to be a multiple of chunk_size ({chunk_size})")
     return _gdn(op, G.chunk_gated_delta_rule, inputs, dims, scale, initial_state, None, output_final_state,
-                use_qk_l2norm or dims.flat_qk, memory_config, {"chunk_size": chunk_size}, output_head_major)
+                dims.flat_qk, memory_config, {"chunk_size": chunk_size}, output_head_major)
 
 
 def fused_recurrent_gated_delta_rule(
@@ -132,8 +134,10 @@ def fused_recurrent_gated_delta_rule(
     op = "fused_recurrent_gated_delta_rule"
     inputs, dims = _gdn_inputs(op, q, k, v, g, beta)
     _refuse(op, output_per_token_state=output_per_token_state)
+    if use_qk_l2norm:  # 0.81.1's TT_FATAL(!use_qk_l2norm)
+        raise TTFatal("fused_recurrent_gated_delta_rule: use_qk_l2norm not done here; L2-normalize q/k on host")
     return _gdn(op, G.recurrent_gated_delta_rule, inputs, dims, scale, initial_state, initial_state_block_idx,
-                output_final_state, use_qk_l2norm, memory_config, {}, False)
+                output_final_state, False, memory_config, {}, False)
 
 
 def _unflatten(dims: _Dims, qq, kk, vv):
@@ -146,7 +150,7 @@ def _unflatten(dims: _Dims, qq, kk, vv):
     return qq, kk, vv
 
 
-def _gdn(op, kernel, inputs, dims, scale, initial_state, block_idx, output_final_state, use_qk_l2norm,
+def _gdn(op, kernel, inputs, dims, scale, initial_state, block_idx, output_final_state, kernel_norm,
          memory_config, extra, head_major):
     q = inputs[0]
     bsz, t, h, dk, dv = dims.bsz, dims.t, dims.h, dims.dk, dims.dv
@@ -160,7 +164,7 @@ def _gdn(op, kernel, inputs, dims, scale, initial_state, block_idx, output_final
         _check_int(op, "initial_state_block_idx", block_idx)
         if tuple(block_idx.shape) != (bsz,):
             raise TTFatal(f"{op}: initial_state_block_idx must be [{bsz}], got {_describe(block_idx)}")
-        return _gdn_pooled(op, kernel, inputs, scale, initial_state, block_idx, use_qk_l2norm, memory_config)
+        return _gdn_pooled(op, kernel, inputs, scale, initial_state, block_idx, memory_config)
     state_shape = (bsz, h, dk, dv)
     if initial_state is not None and tuple(initial_state.shape) != state_shape:
         raise TTFatal(f"{op}: initial_state must be {list(state_shape)}, got {_describe(initial_state)}")
@@ -172,7 +176,7 @@ def _gdn(op, kernel, inputs, dims, scale, initial_state, block_idx, output_final
             qq, kk, vv, gg, bb, *s = xs
             qq, kk, vv = _unflatten(dims, qq, kk, vv)
             results[chip] = kernel(qq, kk, vv, gg, bb, scale=scale, initial_state=s[0] if s else None,
-                                   use_qk_l2norm=use_qk_l2norm, **extra)
+                                   use_qk_l2norm=kernel_norm, **extra)
         return results[chip]
 
     def out_math(*xs):
@@ -198,7 +202,7 @@ def _gdn(op, kernel, inputs, dims, scale, initial_state, block_idx, output_final
     return out, state
 
 
-def _gdn_pooled(op, kernel, inputs, scale, pool, block_idx, use_qk_l2norm, memory_config):
+def _gdn_pooled(op, kernel, inputs, scale, pool, block_idx, memory_config):
     q = inputs[0]
     bsz, t, h, dv = inputs[2].shape
 
@@ -212,7 +216,7 @@ def _gdn_pooled(op, kernel, inputs, scale, pool, block_idx, use_qk_l2norm, memor
         if int(slots.max()) >= pool_data.shape[0]:
             raise TTFatal(f"{op}: initial_state_block_idx {idx.tolist()} exceeds the state pool of {pool_data.shape[0]}")
         o, s = kernel(qq[sel], kk[sel], vv[sel], gg[sel], bb[sel], scale=scale,
-                      initial_state=logical(pool_data, pool)[slots], use_qk_l2norm=use_qk_l2norm)
+                      initial_state=logical(pool_data, pool)[slots])
         pool_data[slots] = s.to(pool_data.dtype)
         out[sel] = o
         return out
