@@ -1,10 +1,12 @@
 """``ttsim serve-replay``: a served run re-run in process on its recorded admission schedule.
 
-``data/served-stale-position-buffer`` is the records folder of a real `vllm serve` run (stage 3
-on seed 29, production's fixes, the plugin's steps; a loaded machine) in which production's
-residual broke one concurrent request: `concurrent-req-12`, class `stale-position-buffer` (the
-merge read the target width's inputs, which held that width's last batch; docs/arms.md). Over
-HTTP that run cannot be had again at will; from its records it replays byte for byte.
+``data/served-without-guard`` is the records folder of a real `vllm serve` run (stage 3 on seed
+29, arm `slots`: the prefilled-slot fix without the merge guard or the clamp; the plugin's steps;
+a loaded machine) in which one concurrent request broke: `concurrent-req-28`, class `slot-reuse`
+(at step 273 the merge kept the device's token 48 at position 134, the slot's previous
+occupant's, where the guard would have seen the batch change and kept the host's 86). Over HTTP
+that run cannot be had again at will; from its records it replays byte for byte, and under
+production's arm (the guard on) the same schedule serves every request right.
 
 If an intended change to the device, the runner or the model changes what this schedule
 serves, this folder no longer replays: record a new one (serve stage 3 with
@@ -24,8 +26,8 @@ from harness.commands.cli import main
 # a recorded run of ttsim's own generator: it judges no user's (skipped under --generator)
 pytestmark = pytest.mark.our_generator
 
-RUN = Path(__file__).parent / "data" / "served-stale-position-buffer"
-BROKEN = "cmpl-concurrent-req-12-0-91c67c6f"
+RUN = Path(__file__).parent / "data" / "served-without-guard"
+BROKEN = "cmpl-concurrent-req-28-0-903c1043"
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +46,7 @@ def test_a_served_run_replays_byte_for_byte_from_its_records(capsys):
     assert main(["serve-replay", str(RUN)]) == 0
     out = capsys.readouterr().out
     assert "64 of 64 answers and admission steps equal the served run's" in out
-    assert f"{BROKEN} diverges from its serial answer, as served: stale-position-buffer" in out
+    assert f"{BROKEN} diverges from its serial answer, as served: slot-reuse" in out
     replayed = _records(out)
     assert {r["request"]: (r["output_token_ids"], r["admitted"], r["admitted_step"], r["defect"]) for r in replayed} \
         == {k: (r["output_token_ids"], r["admitted"], r["admitted_step"], r["defect"]) for k, r in served.items()}
@@ -53,17 +55,20 @@ def test_a_served_run_replays_byte_for_byte_from_its_records(capsys):
 
 def test_the_same_schedule_under_other_arms(capsys):
     """The schedule does not depend on the answers (no EOS, every request to its max_tokens), so it
-    replays under any arm: the candidate fix that reads the width that ran last serves it right,
-    production's fixes off break the serial phase's slot reuse too."""
-    assert main(["serve-replay", str(RUN), "--arm", "all+last-run"]) == 0
-    out = capsys.readouterr().out
-    assert "64 of 64 admission steps equal the served run's" in out
-    assert "under all+last-run: 0 of 64 requests differ from their serial answers" in out
+    replays under any arm: with the guard (production's arm, and the candidate fix that reads the
+    width that ran last) it serves every request right; with production's fixes all off the
+    serial phase's slot reuse breaks too."""
+    for arm in ("all", "all+last-run"):
+        assert main(["serve-replay", str(RUN), "--arm", arm]) == 0
+        out = capsys.readouterr().out
+        assert "64 of 64 admission steps equal the served run's" in out
+        assert f"under {arm}: 0 of 64 requests differ from their serial answers" in out
     assert main(["serve-replay", str(RUN), "--arm", "control"]) == 1
     out = capsys.readouterr().out
     broken = {r["request"]: r["defect"] for r in _records(out) if not r["equal"]}
     assert broken and f"under control: {len(broken)} of 64 requests differ" in out
-    assert "slot-reuse" in broken.values()
+    assert "slot-reuse" in broken.values() and BROKEN in broken
+    assert any(rid.startswith("cmpl-serial-") for rid in broken)  # the serial phase too, unlike `slots`
     assert all(f"{rid} diverges from its serial answer: {cls}" in out for rid, cls in broken.items())
 
 

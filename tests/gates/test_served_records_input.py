@@ -13,7 +13,7 @@ import pytest
 
 from harness.commands import cli
 
-RUN = Path(__file__).parent / "data" / "served-stale-position-buffer"
+RUN = Path(__file__).parent / "data" / "served-without-guard"
 
 
 @pytest.fixture(autouse=True)

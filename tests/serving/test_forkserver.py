@@ -49,7 +49,7 @@ def test_a_replay_in_the_servers_child_is_the_fresh_processs_replay(served, tmp_
 
 def test_a_served_runs_replay_in_the_servers_child_is_the_fresh_processs(served, tmp_path):
     env, log, _ = served
-    run = str(Path(__file__).parents[1] / "gates" / "data" / "served-stale-position-buffer")
+    run = str(Path(__file__).parents[1] / "gates" / "data" / "served-without-guard")
     forked = _ttsim(["serve-replay", run], env, tmp_path)
     fresh = _ttsim(["serve-replay", run], {**env, "TTSIM_FORKSERVER": "0"}, tmp_path)
     assert f"ttsim serve-replay {run}" in log.read_text()
