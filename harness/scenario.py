@@ -7,6 +7,7 @@ answers: each request alone, concurrency 1, same system), the run loop and the v
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -95,13 +96,10 @@ def probe(spec: RunSpec) -> None:
     user's generator before it serves anything. A generator that does not speak the contract
     raises GeneratorProtocolError (or GeneratorFailed) here, naming the call."""
     system = System(spec, FaultKnobs())
-    guard = deadlines.for_run(spec, "the probe before serving", "no-merge", on_cards(system.backend))
     try:
-        serial_answer(system, Request("probe", tuple(range(65, 81)), 3), guard)
-    except deadlines.CallDeadlineExceeded as exc:
-        raise GeneratorFailed(str(exc)) from None
+        with _deadline(system, "the probe before serving", "no-merge") as guard:
+            serial_answer(system, Request("probe", tuple(range(65, 81)), 3), guard)
     finally:
-        deadlines.stop(guard)
         system.close()
 
 
@@ -114,14 +112,24 @@ def serial_answers(workload: Workload, spec: RunSpec, *, on_device: bool = False
 
         return {r.request_id: greedy_reference(r.prompt, r.max_tokens) for r in workload.requests}
     system = System(spec, FaultKnobs())
-    guard = deadlines.for_run(spec, f"seed {spec.seed}, the serial answers", "no-merge", on_cards(system.backend))
     try:
-        return {r.request_id: serial_answer(system, r, guard) for r in workload.requests}
+        with _deadline(system, f"seed {spec.seed}, the serial answers", "no-merge") as guard:
+            return {r.request_id: serial_answer(system, r, guard) for r in workload.requests}
+    finally:
+        system.close()
+
+
+@contextlib.contextmanager
+def _deadline(system: System, what: str, arm: str):
+    """The deadline on every call of one run on ``system`` (harness.deadline): an expired call
+    ends the run as the generator's failure, in its one line; the watchdog (cards) stops after."""
+    guard = deadlines.for_run(system.spec, what, arm, on_cards(system.backend))
+    try:
+        yield guard
     except deadlines.CallDeadlineExceeded as exc:
         raise GeneratorFailed(str(exc)) from None
     finally:
         deadlines.stop(guard)
-        system.close()
 
 
 def run_scenario(workload: Workload, arm: str, spec: RunSpec, *, expected: dict[str, list[int]] | None = None,
@@ -208,40 +216,38 @@ class _GroupRun:
         system = System(spec, knobs)
         device_timeout = system.backend.device_timeout
         shared = {arm: arm_flags(arm) for arm in self.group} if len(self.group) > 1 else None
-        guard = deadlines.for_run(spec, f"seed {spec.seed}, arm {self.group[0]}", self.group[0],
-                                  on_cards(system.backend))
         fatal = None
         try:
-            gen, runner = build_runner(system, arm_flags(self.group[0]), knobs, on_merge=self.on_merge,
-                                       shared_arms=shared, guard=guard)
-            if knobs.kv_blocks > NUM_BLOCKS:
-                raise ValueError(f"kv_blocks={knobs.kv_blocks} exceeds the device KV cache ({NUM_BLOCKS} blocks)")
-            # the plugin's platform turns vLLM's async scheduling off for a model not declaring
-            # supports_async_decode (vllm-tt-plugin platform.py); a generator declaring nothing keeps it
-            caps = getattr(gen, "model_capabilities", None) or {}
-            engine = Engine(make_scheduler(spec, num_blocks=knobs.kv_blocks), runner,
-                            batch_queue=1 if caps.get("supports_async_decode", True) is False else 2)
-            try:
-                self._drive(engine)
-                # the run ends when its device work has: a hang in work no read waited on is the run's too
-                system.ttnn.synchronize_device(system.mesh)
-            except device_timeout as exc:
-                # a card is unrecoverable after the watchdog: the run ends here, its unfinished
-                # requests fail, and the sweep goes on with the next seed
-                fatal = f"{exc} at engine step {engine.steps}"
-            except deadlines.CallDeadlineExceeded as exc:  # ours or the user's: the one line
-                raise GeneratorFailed(str(exc)) from None
-            except Exception as exc:
-                if system.user is None:
-                    raise
-                raise GeneratorFailed(f"the generator {system.user.spec.text} raised {type(exc).__name__}: {exc} at "
-                                      f"engine step {engine.steps} (seed {spec.seed}, arm {self.group[0]}); replay: "
-                                      f"{spec.replay_command(self.group[0])}") from exc
+            with _deadline(system, f"seed {spec.seed}, arm {self.group[0]}", self.group[0]) as guard:
+                gen, runner = build_runner(system, arm_flags(self.group[0]), knobs, on_merge=self.on_merge,
+                                           shared_arms=shared, guard=guard)
+                if knobs.kv_blocks > NUM_BLOCKS:
+                    raise ValueError(f"kv_blocks={knobs.kv_blocks} exceeds the device KV cache ({NUM_BLOCKS} blocks)")
+                # the plugin's platform turns vLLM's async scheduling off for a model not declaring
+                # supports_async_decode (vllm-tt-plugin platform.py); a generator declaring nothing keeps it
+                caps = getattr(gen, "model_capabilities", None) or {}
+                engine = Engine(make_scheduler(spec, num_blocks=knobs.kv_blocks), runner,
+                                batch_queue=1 if caps.get("supports_async_decode", True) is False else 2)
+                try:
+                    self._drive(engine)
+                    # the run ends when its device work has: a hang in work no read waited on is the run's too
+                    system.ttnn.synchronize_device(system.mesh)
+                except device_timeout as exc:
+                    # a card is unrecoverable after the watchdog: the run ends here, its unfinished
+                    # requests fail, and the sweep goes on with the next seed
+                    fatal = f"{exc} at engine step {engine.steps}"
+                except deadlines.CallDeadlineExceeded:
+                    raise  # _deadline words it
+                except Exception as exc:
+                    if system.user is None:
+                        raise
+                    raise GeneratorFailed(f"the generator {system.user.spec.text} raised {type(exc).__name__}: {exc} "
+                                          f"at engine step {engine.steps} (seed {spec.seed}, arm {self.group[0]}); "
+                                          f"replay: {spec.replay_command(self.group[0])}") from exc
             arms = gen.arms if shared else self.group
             self.departed = gen.departed if shared else []
             return {arm: self._result(arm, engine, runner, system, expected, fatal) for arm in arms}
         finally:
-            deadlines.stop(guard)
             try:
                 system.close()
             except device_timeout:  # commands queued behind the hang: the card is unrecoverable anyway

@@ -323,7 +323,7 @@ def build_runner(system: System, flags: GeneratorFlags, knobs: FaultKnobs, *, on
     step policy's decode layout, its sampling mode, our generator's options). Returns
     (generator, runner). ``shared_arms``: decide every merge for these arms at once
     (harness.shared_arms) instead of for ``flags`` alone. ``start=False``: the caller starts it
-    later (:func:`start_runner`; the served worker does in ``compile_or_warm_up_model``, where
+    later (``runner.start()``; the served worker does in ``compile_or_warm_up_model``, where
     the plugin warms up). ``guard``: the deadline on each call into the generator
     (harness.deadline; None: none)."""
     from model.serving import TTRunner, unguarded
@@ -343,13 +343,8 @@ def build_runner(system: System, flags: GeneratorFlags, knobs: FaultKnobs, *, on
                       guard=guard or unguarded, trace_prefill=spec.trace_mode.trace_prefill,
                       decode_first=spec.trace_mode.decode_first)
     if start:
-        start_runner(gen, runner, knobs)
+        runner.start()
     return gen, runner
-
-
-def start_runner(gen, runner, knobs: FaultKnobs) -> None:
-    """The plugin's start-up: the KV cache through the model, the two-phase warm-up."""
-    runner.start()
 
 
 def make_scheduler(spec: RunSpec, num_blocks: int = NUM_BLOCKS):

@@ -315,9 +315,8 @@ class Generator:
         if not (enable_trace and self.enable_trace) or self.already_warmed_up_prefill:
             return
         self.already_warmed_up_prefill = True
-        capture = getattr(self.model, "capture_prefill_trace", None)
-        if callable(capture):
-            capture()
+        if self._traces_prefill:
+            self.model.capture_prefill_trace()
 
     def warmup_model_decode(self, enable_trace=False, kv_cache=None, max_batch_size=None, num_blocks=None,
                             can_sample_on_device=True, **kwargs) -> None:

@@ -467,12 +467,14 @@ class Qwen36Model:
 
     def _replay_chunk(self, state: PrefillState, chunk, pt_row, start, *, want_logits):
         """One full chunk through the captured chunk trace: its inputs restaged, then replayed."""
-        ttnn, c = self.ttnn, self.config
+        ttnn = self.ttnn
         state.inputs.stage(self, chunk, pt_row, start)
         ttnn.execute_trace(self.mesh_device, state.trace_id, cq_id=0, blocking=False)
-        if not want_logits:
-            return None
-        return ttnn.to_torch(ttnn.get_device_tensors(state.logits)[0]).float().reshape(c.vocab_size)
+        return self._host_logits(state.logits) if want_logits else None
+
+    def _host_logits(self, lg) -> torch.Tensor:
+        """Device logits ``[1, 1, 1, vocab]`` as float32 ``[vocab]`` on the host (shard 0: replicated)."""
+        return self.ttnn.to_torch(self.ttnn.get_device_tensors(lg)[0]).float().reshape(self.config.vocab_size)
 
     def _check_tokens(self, tokens) -> list[int]:
         if isinstance(tokens, torch.Tensor):
@@ -493,7 +495,7 @@ class Qwen36Model:
 
     def _prefill_chunk(self, chunk, pt_row, pt_full, start, *, want_logits, past):
         """One chunk run eagerly: its inputs created for it, then :meth:`_chunk_forward`."""
-        ttnn, c = self.ttnn, self.config
+        ttnn = self.ttnn
         t = len(chunk)
         s = _Scope(ttnn)
         ids = s(self._rep(torch.tensor([chunk], dtype=torch.int32), ttnn.uint32, ttnn.ROW_MAJOR_LAYOUT))
@@ -505,7 +507,7 @@ class Qwen36Model:
                                  want_logits=want_logits)
         out = None
         if lg is not None:
-            out = ttnn.to_torch(ttnn.get_device_tensors(lg)[0]).float().reshape(c.vocab_size)
+            out = self._host_logits(lg)
             ttnn.deallocate(lg)
         if self.free_intermediates:
             s.free()

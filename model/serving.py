@@ -81,13 +81,14 @@ def start_generator(gen, kv: KvCacheSpec, *, max_batch_size: int, max_pages: int
         gen.warmup_model_decode(enable_trace=False, **decode_kw)
     if hasattr(gen, "already_warmed_up_prefill"):
         gen.already_warmed_up_prefill = False
-    phase2 = [("warmup_model_decode", lambda: gen.warmup_model_decode(enable_trace=True, **decode_kw))]
+    capture = {"warmup_model_prefill": lambda: gen.warmup_model_prefill(enable_trace=True, **prefill_kw),
+               "warmup_model_decode": lambda: gen.warmup_model_decode(enable_trace=True, **decode_kw)}
+    order = ["warmup_model_decode"]
     if trace_prefill:
-        phase2.insert(len(phase2) if decode_first else 0,
-                      ("warmup_model_prefill", lambda: gen.warmup_model_prefill(enable_trace=True, **prefill_kw)))
-    for call, capture in phase2:
+        order = [*order, "warmup_model_prefill"] if decode_first else ["warmup_model_prefill", *order]
+    for call in order:
         with guard(call, 0):
-            capture()
+            capture[call]()
     return kv_cache
 
 

@@ -181,13 +181,11 @@ class TtsimWorker(WorkerBase):
         self.model_config.max_model_len = max_model_len
 
     def compile_or_warm_up_model(self) -> CompilationTimes:
-        """The plugin's start-up, once (harness.system.start_runner, as the sweeps): the KV cache
-        through the model, the two-phase warm-up, and the seed's eager-trace knob; then say which
-        prefill path the model engaged (the model logged the streaming banner when it was built)."""
-        from harness.system import start_runner
-
+        """The plugin's start-up, once (``TTRunner.start``, as the sweeps): the KV cache through
+        the model and the two-phase warm-up; then say which prefill path the model engaged (the
+        model logged the streaming banner when it was built)."""
         t0 = time.perf_counter()
-        start_runner(self.generator, self.model_runner, self.knobs)
+        self.model_runner.start()
         log.info("warm-up: the plugin's two-phase warm-up (%s steps) in %.2f s", self.spec.step_policy,
                  time.perf_counter() - t0)
         if self.model_name == "markov":

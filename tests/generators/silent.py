@@ -5,10 +5,9 @@ generator does (tests/serving/test_host_view.py)."""
 from model.flags import ALL_FLAGS
 from model.generator import Generator
 
-#: the contract's calls, and ttsim's `eager_traces` knob (beyond the contract) so that its runs
-#: match ours command for command
+#: the contract's calls, so that its runs match ours command for command
 CALLS = ("allocate_kv_cache", "warmup_model_prefill", "warmup_model_decode", "prefill_forward", "decode_forward",
-         "read_decode_output", "process_decode_output_host", "warm_up")
+         "read_decode_output", "process_decode_output_host")
 
 
 class SilentGenerator:
